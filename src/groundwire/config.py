@@ -1,0 +1,327 @@
+"""Every default, limit, weight and boost, in one place, with validation.
+
+Configuration records are frozen; build a variant with ``dataclasses.replace``.
+Each constructor checks its values and raises :class:`ConfigError` naming the
+option, the value and the allowed range.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+from groundwire.errors import ConfigError
+from groundwire.model import KnowledgeSource
+
+__all__ = [
+    "AnalyzerConfig",
+    "ContextConfig",
+    "GroundingConfig",
+    "IndexSettings",
+    "RetrievalConfig",
+]
+
+# --- Lexical scoring -----------------------------------------------------------------------
+#: Per-field BM25 weights for curated entries: names and titles are what people type.
+DEFAULT_FIELD_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
+    {"title": 5.0, "aliases": 5.0, "keywords": 3.0, "summary": 3.0, "body": 1.0}
+)
+#: Field weights for plain documents: title and text count alike until measured otherwise.
+DEFAULT_DOCUMENT_FIELD_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
+    {"title": 1.0, "body": 1.0}
+)
+#: The fields an entry is indexed under, in a fixed order (the breakdown keys).
+ENTRY_FIELDS: Final[tuple[str, ...]] = ("title", "aliases", "keywords", "summary", "body")
+#: BM25 term-frequency saturation; 1.2-2.0 is the usual range, 1.5 a common middle.
+DEFAULT_K1: Final = 1.5
+#: BM25 length normalisation; 0.75 is the long-standing default across engines.
+DEFAULT_B: Final = 0.75
+#: ``fields`` sums one BM25 per field; ``bm25f`` combines field frequencies before saturation.
+DEFAULT_SCORING: Final = "fields"
+SCORING_MODES: Final[tuple[str, ...]] = ("fields", "bm25f")
+
+# --- Per-turn selection ----------------------------------------------------------------------
+#: Candidates kept after scoring; BM25 itself fetches twice this to leave room for the union.
+DEFAULT_CANDIDATE_LIMIT: Final = 24
+#: Entries in the primary selection handed to the context assembler.
+DEFAULT_RESULT_LIMIT: Final = 8
+#: Related/parent entries added after the primary selection.
+DEFAULT_RELATION_LIMIT: Final = 4
+#: Added when a query phrase equals an entry id or title: such hits should win.
+DEFAULT_EXACT_BOOST: Final = 100.0
+#: Added when a query phrase equals a reviewed alias: strong, but below an exact name.
+DEFAULT_ALIAS_BOOST: Final = 60.0
+#: Earlier conversation turns folded into the lexical query.
+DEFAULT_RECENT_TURNS: Final = 4
+#: Characters kept from each earlier turn, so one long message cannot swamp the query.
+DEFAULT_TURN_CHARS: Final = 400
+#: Longest accepted query; past this a query is a document, not a question.
+DEFAULT_MAX_QUERY_CHARS: Final = 8_000
+#: Longest phrase (in tokens) indexed for exact/alias lookup; longer titles are not phrases.
+MAX_PHRASE_TOKENS: Final = 16
+#: "Medium" confidence when the top lexical score is at least this multiple of the next.
+CONFIDENCE_DOMINANCE_RATIO: Final = 1.5
+#: Largest ``k`` a single search may ask for.
+MAX_SEARCH_K: Final = 10_000
+
+# --- Context -----------------------------------------------------------------------------------
+#: Token budget of one knowledge block.
+DEFAULT_MAX_TOKENS: Final = 4_000
+#: Characters per token of the default estimator (a common rule of thumb for English).
+CHARS_PER_TOKEN: Final = 4
+
+# --- Engine and cache ----------------------------------------------------------------------
+#: Hard ceiling for one grounding operation before it fails open.
+DEFAULT_TIMEOUT_MS: Final = 800
+#: Snapshots kept in the process-level build cache (least recently used evicted).
+INDEX_CACHE_LIMIT: Final = 32
+#: Version of the cache key layout; bump when snapshot contents change meaning.
+CACHE_SCHEMA_VERSION: Final = 1
+
+# --- Sources -----------------------------------------------------------------------------------
+#: Largest single source file read (JSON, YAML or Markdown).
+MAX_SOURCE_FILE_BYTES: Final = 32 * 1024 * 1024
+#: Most entries accepted across one source set.
+MAX_ENTRIES: Final = 2_000_000
+#: Longest text accepted in one entry field.
+MAX_FIELD_CHARS: Final = 2_000_000
+
+# --- Analysis ----------------------------------------------------------------------------------
+#: Default Snowball stemmer language.
+DEFAULT_LANGUAGE: Final = "english"
+#: Words remembered by an analyzer's stem cache (bounded memory, fast repeated queries).
+STEM_CACHE_SIZE: Final = 500_000
+
+
+def _require(condition: bool, option: str, value: object, expected: str) -> None:
+    if not condition:
+        raise ConfigError(f"{option}={value!r} is invalid: expected {expected}")
+
+
+def _positive_int(option: str, value: object, upper: int | None = None) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    ok = ok and (upper is None or value <= upper)  # type: ignore[operator]
+    bound = f" <= {upper}" if upper is not None else ""
+    _require(ok, option, value, f"an integer >= 1{bound}")
+
+
+def _non_negative_int(option: str, value: object) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    _require(ok, option, value, "an integer >= 0")
+
+
+def _finite(option: str, value: object, *, minimum: float = 0.0) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    ok = ok and math.isfinite(float(value)) and float(value) >= minimum  # type: ignore[arg-type]
+    _require(ok, option, value, f"a finite number >= {minimum}")
+
+
+def _names(option: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence | frozenset | set):
+        raise ConfigError(f"{option}={value!r} is invalid: expected a list of strings")
+    items = tuple(value)
+    for item in items:
+        _require(isinstance(item, str) and item.strip() != "", option, value, "non-empty strings")
+    return items
+
+
+def check_field_weights(option: str, weights: Mapping[str, float]) -> Mapping[str, float]:
+    """Validate a field → weight mapping and return a read-only copy."""
+    _require(isinstance(weights, Mapping) and len(weights) > 0, option, weights, "a non-empty dict")
+    for name, weight in weights.items():
+        _require(isinstance(name, str) and name != "", option, weights, "string field names")
+        _finite(f"{option}[{name!r}]", weight)
+    _require(any(w > 0 for w in weights.values()), option, weights, "at least one weight > 0")
+    return MappingProxyType({name: float(w) for name, w in weights.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyzerConfig:
+    """How text becomes tokens, for index and query alike.
+
+    ``stopwords``: ``"default"`` for the language's built-in list, ``None`` for none,
+    or your own collection of words. ``language`` is any Snowball stemmer name.
+    """
+
+    language: str = DEFAULT_LANGUAGE
+    stem: bool = True
+    stopwords: str | frozenset[str] | None = "default"
+    fold_diacritics: bool = False
+    cjk_bigrams: bool = True
+
+    def __post_init__(self) -> None:
+        _require(
+            isinstance(self.language, str) and self.language != "",
+            "language",
+            self.language,
+            "a Snowball language name such as 'english'",
+        )
+        if isinstance(self.stopwords, set | list | tuple):
+            object.__setattr__(self, "stopwords", frozenset(self.stopwords))
+        ok = self.stopwords is None or self.stopwords == "default"
+        ok = ok or isinstance(self.stopwords, frozenset)
+        _require(ok, "stopwords", self.stopwords, "'default', None, or a set of words")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSettings:
+    """Everything that shapes a built index: fields, weights, BM25 parameters, analysis."""
+
+    field_weights: Mapping[str, float] = field(default_factory=lambda: DEFAULT_FIELD_WEIGHTS)
+    k1: float = DEFAULT_K1
+    b: float = DEFAULT_B
+    scoring: str = DEFAULT_SCORING
+    analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "field_weights", check_field_weights("field_weights", self.field_weights)
+        )
+        _finite("k1", self.k1)
+        _finite("b", self.b)
+        _require(float(self.b) <= 1.0, "b", self.b, "a number between 0 and 1")
+        _require(self.scoring in SCORING_MODES, "scoring", self.scoring, f"one of {SCORING_MODES}")
+        _require(
+            isinstance(self.analyzer, AnalyzerConfig),
+            "analyzer",
+            self.analyzer,
+            "an AnalyzerConfig",
+        )
+
+    def key(self) -> tuple[Any, ...]:
+        """A hashable identity of these settings (part of every cache key)."""
+        stop = self.analyzer.stopwords
+        stop_key = tuple(sorted(stop)) if isinstance(stop, frozenset) else stop
+        return (
+            tuple(sorted(self.field_weights.items())),
+            float(self.k1),
+            float(self.b),
+            self.scoring,
+            (
+                self.analyzer.language,
+                self.analyzer.stem,
+                stop_key,
+                self.analyzer.fold_diacritics,
+                self.analyzer.cjk_bigrams,
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalConfig:
+    """Per-turn selection settings: limits, field weights, BM25 parameters and boosts."""
+
+    candidate_limit: int = DEFAULT_CANDIDATE_LIMIT
+    result_limit: int = DEFAULT_RESULT_LIMIT
+    relation_limit: int = DEFAULT_RELATION_LIMIT
+    field_weights: Mapping[str, float] = field(default_factory=lambda: DEFAULT_FIELD_WEIGHTS)
+    exact_boost: float = DEFAULT_EXACT_BOOST
+    alias_boost: float = DEFAULT_ALIAS_BOOST
+    k1: float = DEFAULT_K1
+    b: float = DEFAULT_B
+    scoring: Literal["fields", "bm25f"] = "fields"
+    recent_turns: int = DEFAULT_RECENT_TURNS
+    turn_chars: int = DEFAULT_TURN_CHARS
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
+
+    def __post_init__(self) -> None:
+        _positive_int("candidate_limit", self.candidate_limit, MAX_SEARCH_K)
+        _positive_int("result_limit", self.result_limit, MAX_SEARCH_K)
+        _require(
+            self.result_limit <= self.candidate_limit,
+            "result_limit",
+            self.result_limit,
+            f"at most candidate_limit ({self.candidate_limit})",
+        )
+        _non_negative_int("relation_limit", self.relation_limit)
+        _finite("exact_boost", self.exact_boost)
+        _finite("alias_boost", self.alias_boost)
+        _non_negative_int("recent_turns", self.recent_turns)
+        _non_negative_int("turn_chars", self.turn_chars)
+        _positive_int("max_query_chars", self.max_query_chars)
+        unknown = (
+            set(self.field_weights) - set(ENTRY_FIELDS)
+            if isinstance(self.field_weights, Mapping)
+            else set()
+        )
+        _require(
+            not unknown, "field_weights", dict(self.field_weights), f"keys among {ENTRY_FIELDS}"
+        )
+        merged = {**DEFAULT_FIELD_WEIGHTS, **self.field_weights}
+        object.__setattr__(self, "field_weights", check_field_weights("field_weights", merged))
+        # IndexSettings validates k1, b and scoring with the same messages.
+        IndexSettings(self.field_weights, self.k1, self.b, self.scoring)
+
+    def index_settings(self, analyzer: AnalyzerConfig) -> IndexSettings:
+        """The settings an index must be built with to serve this configuration."""
+        return IndexSettings(self.field_weights, self.k1, self.b, self.scoring, analyzer)
+
+
+def estimate_tokens(text: str) -> int:
+    """Default token estimate: one token per four characters, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextConfig:
+    """Knowledge block settings: token budget, citations, and the token estimator."""
+
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    include_citations: bool = True
+    token_estimator: Callable[[str], int] = estimate_tokens
+
+    def __post_init__(self) -> None:
+        _positive_int("max_tokens", self.max_tokens)
+        _require(
+            callable(self.token_estimator),
+            "token_estimator",
+            self.token_estimator,
+            "a callable taking text and returning a token count",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GroundingConfig:
+    """Configuration of a :class:`~groundwire.GroundingEngine`.
+
+    ``sources`` are the knowledge sources to index once; ``blocked_domains`` are
+    excluded before ranking (case-insensitive); ``timeout_ms`` bounds one turn.
+    """
+
+    enabled: bool = True
+    sources: Sequence[KnowledgeSource] = ()
+    blocked_domains: tuple[str, ...] = ()
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.enabled, bool), "enabled", self.enabled, "True or False")
+        object.__setattr__(self, "blocked_domains", _names("blocked_domains", self.blocked_domains))
+        if isinstance(self.sources, list):
+            object.__setattr__(self, "sources", tuple(self.sources))
+        _require(
+            isinstance(self.retrieval, RetrievalConfig),
+            "retrieval",
+            self.retrieval,
+            "a RetrievalConfig",
+        )
+        _require(
+            isinstance(self.context, ContextConfig), "context", self.context, "a ContextConfig"
+        )
+        _require(
+            isinstance(self.analyzer, AnalyzerConfig),
+            "analyzer",
+            self.analyzer,
+            "an AnalyzerConfig",
+        )
+        _positive_int("timeout_ms", self.timeout_ms)
+
+    @property
+    def index_settings(self) -> IndexSettings:
+        """The index settings this configuration builds with."""
+        return self.retrieval.index_settings(self.analyzer)

@@ -1,0 +1,76 @@
+"""Exceptions raised by groundwire.
+
+Every error groundwire raises on purpose derives from :class:`GroundwireError`,
+so callers can catch one type. Messages name what was wrong, where, and the fix.
+
+The tree::
+
+    GroundwireError
+    ├── ConfigError            an option is out of range or of the wrong type
+    ├── SourceError            a knowledge source cannot be read or parsed
+    ├── ValidationFailedError  sources were read but have blocking validation issues
+    ├── QueryError             a query or request is malformed or over a limit
+    ├── KnowledgeIndexError    an index is not built, or a lookup is invalid
+    └── MissingExtraError      an optional dependency is not installed (also an ImportError)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from groundwire.model import ValidationIssue
+
+__all__ = [
+    "ConfigError",
+    "GroundwireError",
+    "KnowledgeIndexError",
+    "MissingExtraError",
+    "QueryError",
+    "SourceError",
+    "ValidationFailedError",
+]
+
+
+class GroundwireError(Exception):
+    """Base class of every error groundwire raises on purpose."""
+
+
+class ConfigError(GroundwireError, ValueError):
+    """A configuration value is invalid; the message names the option and the allowed range."""
+
+
+class SourceError(GroundwireError):
+    """A knowledge source could not be read or parsed (file, folder, front matter, JSON/YAML)."""
+
+
+class ValidationFailedError(GroundwireError):
+    """Sources were read but carry blocking validation errors; ``issues`` lists every one."""
+
+    def __init__(self, issues: Sequence[ValidationIssue]) -> None:
+        self.issues = tuple(issues)
+        errors = [issue for issue in self.issues if issue.severity == "error"]
+        first = errors[0].describe() if errors else "no details"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(f"knowledge sources have {len(errors)} error(s): {first}{more}")
+
+
+class QueryError(GroundwireError, ValueError):
+    """A query or retrieval request is malformed or exceeds a configured limit."""
+
+
+class KnowledgeIndexError(GroundwireError, LookupError):
+    """An index operation is invalid: unknown id, empty index, or an unusable snapshot."""
+
+
+class MissingExtraError(GroundwireError, ImportError):
+    """An optional dependency is missing; the message says which extra to install."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs the '{package}' package, which is not installed; "
+            f"install it with: pip install 'groundwire[{extra}]'"
+        )

@@ -1,0 +1,302 @@
+"""The grounding engine: one-time background build, readiness, and fail-open turns.
+
+``GroundingEngine(config)`` returns at once while the snapshot builds in the
+background; ``ground()`` waits for it within the turn's time budget. No grounding
+problem ever raises out of ``ground()``: the outcome carries a ``failure_reason``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from groundwire.config import GroundingConfig
+from groundwire.context import assemble_context
+from groundwire.index.cache import SnapshotCache, default_cache
+from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.model import (
+    FailureReason,
+    GroundingMetadata,
+    GroundingOutcome,
+    GroundingStatus,
+    KnowledgeBlock,
+    KnowledgeSource,
+    RetrievalResult,
+    Scope,
+    Turn,
+    ValidationIssue,
+)
+from groundwire.retrieve import RetrievalRequest, retrieve
+
+__all__ = ["GroundingEngine", "create_grounding_engine"]
+
+logger = logging.getLogger("groundwire")
+_WORKERS = 4
+
+
+def create_grounding_engine(config: GroundingConfig | None) -> GroundingEngine | None:
+    """An engine for ``config``, or None when grounding is off or has no sources.
+
+    Mirrors the host guard: a disabled (or absent) configuration creates nothing;
+    an enabled one without sources logs a warning and creates nothing.
+    """
+    if config is None or not config.enabled:
+        return None
+    if not config.sources:
+        logger.warning(
+            "knowledge grounding is enabled but no sources were provided; "
+            "grounding is disabled for this instance"
+        )
+        return None
+    return GroundingEngine(config)
+
+
+def _turns(recent_turns: Sequence[Turn | Mapping[str, Any]] | None) -> tuple[Turn, ...]:
+    out = []
+    for turn in recent_turns or ():
+        if isinstance(turn, Turn):
+            out.append(turn)
+        elif isinstance(turn, Mapping):
+            text = turn.get("text", turn.get("content", ""))
+            out.append(Turn(str(turn.get("role", "")), text if isinstance(text, str) else ""))
+        else:
+            raise TypeError(f"a recent turn must be a Turn or a mapping, got {turn!r}")
+    return tuple(out)
+
+
+def _scope(scope: Scope | Mapping[str, Any] | None) -> Scope:
+    if scope is None:
+        return Scope()
+    if isinstance(scope, Scope):
+        return scope
+    if isinstance(scope, Mapping):
+        enabled = scope.get("enabled_integrations", ())
+        if isinstance(enabled, str) or not isinstance(enabled, Sequence):
+            raise TypeError(f"enabled_integrations must be a list of strings, got {enabled!r}")
+        return Scope(tuple(str(item) for item in enabled))
+    raise TypeError(f"scope must be a Scope or a mapping, got {scope!r}")
+
+
+class GroundingEngine:
+    """Builds one immutable snapshot and grounds turns against it, failing open.
+
+    Thread-safe: many turns may run concurrently, and :meth:`rebuild` swaps the
+    snapshot atomically while they do.
+    """
+
+    def __init__(
+        self,
+        config: GroundingConfig,
+        *,
+        cache: SnapshotCache | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        if not isinstance(config, GroundingConfig):
+            raise TypeError(f"config must be a GroundingConfig, got {type(config).__name__}")
+        self._config = config
+        self._cache = cache if cache is not None else default_cache()
+        self._clock = clock
+        self._snapshot: KnowledgeBase | None = None
+        self._issues: tuple[ValidationIssue, ...] = ()
+        self._last_error: str | None = None
+        self._build_lock = threading.Lock()
+        self._built = threading.Event()
+        self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="groundwire")
+        if config.enabled and config.sources:
+            self._build_future: Future[None] | None = self._executor.submit(
+                self._build, config.sources
+            )
+        else:
+            self._build_future = None
+            self._built.set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _build(self, sources: Sequence[KnowledgeSource | Mapping[str, Any]]) -> None:
+        with self._build_lock:
+            try:
+                result = self._cache.get_or_build(sources, self._config.index_settings)
+            except Exception as exc:  # a build bug must not escape into the host
+                logger.exception("knowledge index build failed")
+                self._last_error = f"{type(exc).__name__}: {exc}"
+            else:
+                self._issues = result.issues
+                if result.knowledge_base is None:
+                    errors = sum(1 for i in result.issues if i.severity == "error")
+                    self._last_error = (
+                        f"validation failed with {errors} error(s); the snapshot was not installed"
+                    )
+                else:
+                    self._snapshot = result.knowledge_base  # atomic reference swap
+                    self._last_error = None
+            finally:
+                self._built.set()
+
+    def ready(self, timeout: float | None = None) -> bool:
+        """Wait for the initial build (up to ``timeout`` seconds); True if a snapshot is ready."""
+        self._built.wait(timeout)
+        return self._snapshot is not None
+
+    async def aready(self, timeout: float | None = None) -> bool:
+        """Async :meth:`ready`."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.ready, timeout)
+
+    def status(self) -> GroundingStatus:
+        """Enabled, ready, entry count, last error and every validation issue."""
+        snapshot = self._snapshot
+        return GroundingStatus(
+            enabled=self._config.enabled,
+            ready=snapshot is not None,
+            entry_count=len(snapshot) if snapshot is not None else 0,
+            last_error=self._last_error,
+            validation_issues=self._issues,
+        )
+
+    def rebuild(
+        self, sources: Sequence[KnowledgeSource | Mapping[str, Any]] | None = None
+    ) -> GroundingStatus:
+        """Build a new snapshot (from ``sources`` or the configured ones) and swap it in.
+
+        Turns keep using the previous snapshot until the swap; a source set with
+        validation errors is never installed (the previous snapshot stays).
+        """
+        self._built.wait()
+        self._build(self._config.sources if sources is None else sources)
+        return self.status()
+
+    @property
+    def knowledge_base(self) -> KnowledgeBase | None:
+        """The installed snapshot, if any."""
+        return self._snapshot
+
+    @property
+    def config(self) -> GroundingConfig:
+        """The configuration this engine was created with."""
+        return self._config
+
+    def close(self) -> None:
+        """Release the worker threads (turns already running finish)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> GroundingEngine:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- turns ----------------------------------------------------------------------------
+    def ground(
+        self,
+        query: str,
+        recent_turns: Sequence[Turn | Mapping[str, Any]] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+    ) -> GroundingOutcome:
+        """Ground one turn; never raises. See ``metadata.failure_reason`` when no block."""
+        started = self._clock()
+        if not self._config.enabled:
+            return self._failure("disabled", started)
+        if not isinstance(query, str) or not query.strip():
+            return self._failure("empty-query", started)
+        deadline = started + self._config.timeout_ms / 1000.0
+        if not self._built.wait(max(0.0, deadline - self._clock())):
+            return self._failure("index-not-ready", started)
+        snapshot = self._snapshot
+        if snapshot is None:
+            return self._failure("index-not-ready", started)
+        try:
+            future = self._executor.submit(self._run, snapshot, query, recent_turns, scope, started)
+        except RuntimeError:  # executor closed
+            return self._failure("error", started)
+        try:
+            return future.result(timeout=max(0.0, deadline - self._clock()))
+        except FutureTimeout:
+            future.cancel()
+            return self._failure("timeout", started)
+        except Exception:
+            logger.exception("knowledge grounding failed; continuing without knowledge")
+            return self._failure("error", started)
+
+    async def aground(
+        self,
+        query: str,
+        recent_turns: Sequence[Turn | Mapping[str, Any]] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+    ) -> GroundingOutcome:
+        """Async :meth:`ground`: runs off the event loop; never raises."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(None, self.ground, query, recent_turns, scope)
+        except Exception:
+            logger.exception("knowledge grounding failed; continuing without knowledge")
+            return self._failure("error", self._clock())
+
+    def _failure(
+        self, reason: FailureReason, started: float, retrieval: RetrievalResult | None = None
+    ) -> GroundingOutcome:
+        if retrieval is None:
+            metadata = GroundingMetadata(duration_ms=self._elapsed(started), failure_reason=reason)
+        else:
+            metadata = _metadata(retrieval, reason)
+        return GroundingOutcome(None, metadata, retrieval)
+
+    def _elapsed(self, started: float) -> float:
+        return round((self._clock() - started) * 1000.0, 3)
+
+    def _run(
+        self,
+        snapshot: KnowledgeBase,
+        query: str,
+        recent_turns: Sequence[Turn | Mapping[str, Any]] | None,
+        scope: Scope | Mapping[str, Any] | None,
+        started: float,
+    ) -> GroundingOutcome:
+        config = self._config
+        request = RetrievalRequest(
+            query=query,
+            recent_turns=_turns(recent_turns)[-config.retrieval.recent_turns :]
+            if config.retrieval.recent_turns
+            else (),
+            scope=_scope(scope),
+        )
+        selection = retrieve(snapshot, request, config.retrieval, config.blocked_domains)
+        context = assemble_context(
+            [item.entry for item in selection.primary], selection.expanded, config.context
+        )
+        retrieval = RetrievalResult(
+            query=query,
+            primary=selection.primary,
+            expanded=selection.expanded,
+            candidate_count=selection.candidate_count,
+            confidence=selection.confidence,
+            context=context,
+            duration_ms=self._elapsed(started),
+        )
+        if not selection.primary:
+            return self._failure("no-match", started, retrieval)
+        if not context.text:
+            return self._failure("budget-exhausted", started, retrieval)
+        block = KnowledgeBlock(
+            content=context.text,
+            citations=context.citations,
+            metadata={"confidence": retrieval.confidence},
+        )
+        return GroundingOutcome(block, _metadata(retrieval, None), retrieval)
+
+
+def _metadata(retrieval: RetrievalResult, reason: FailureReason | None) -> GroundingMetadata:
+    context = retrieval.context
+    return GroundingMetadata(
+        selected_ids=retrieval.selected_ids,
+        expanded_ids=retrieval.expanded_ids,
+        candidate_count=retrieval.candidate_count,
+        context_tokens=context.tokens if context else 0,
+        truncated=context.truncated if context else False,
+        duration_ms=retrieval.duration_ms,
+        confidence=retrieval.confidence,
+        failure_reason=reason,
+    )

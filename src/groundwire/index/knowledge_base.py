@@ -1,0 +1,543 @@
+"""The immutable knowledge snapshot: entries, phrase maps, relations and BM25.
+
+Entries are held in id order (code point), so a document's number is its rank in
+that order and every tie in scoring breaks on id without extra work.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from groundwire.config import (
+    DEFAULT_ALIAS_BOOST,
+    DEFAULT_DOCUMENT_FIELD_WEIGHTS,
+    DEFAULT_EXACT_BOOST,
+    DEFAULT_MAX_QUERY_CHARS,
+    MAX_PHRASE_TOKENS,
+    MAX_SEARCH_K,
+    IndexSettings,
+)
+from groundwire.errors import KnowledgeIndexError, QueryError, ValidationFailedError
+from groundwire.index.lexical import LexicalIndex, LexicalIndexBuilder, MaskArray
+from groundwire.ingest.validate import normalize_and_validate
+from groundwire.model import Document, Hit, KnowledgeEntry, KnowledgeSource, Scope, ValidationIssue
+from groundwire.text import Analyzer
+
+__all__ = ["FIELD_TEXT", "KnowledgeBase", "Ranked"]
+
+#: How each indexable field is read from an entry.
+FIELD_TEXT: Mapping[str, Callable[[KnowledgeEntry], str]] = {
+    "title": lambda e: e.title,
+    "aliases": lambda e: "\n".join(e.aliases),
+    "keywords": lambda e: "\n".join(e.keywords),
+    "summary": lambda e: e.summary,
+    "body": lambda e: e.body,
+}
+_MASK_CACHE_LIMIT = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One ranked document of a query (internal numbering) and why it scored."""
+
+    doc: int
+    score: float
+    lexical: float
+    exact: bool
+    alias: bool
+
+
+class Breakdown(Mapping[str, float]):
+    """Per-field BM25 contributions plus ``exact``/``alias`` boosts, computed on first read.
+
+    Explaining costs more than scoring, so a hit only pays for it when asked.
+    """
+
+    __slots__ = ("_args", "_lock", "_values")
+
+    def __init__(
+        self, lexical: LexicalIndex, terms: tuple[str, ...], doc: int, exact: float, alias: float
+    ) -> None:
+        self._args: tuple[LexicalIndex, tuple[str, ...], int, float, float] | None = (
+            lexical,
+            terms,
+            doc,
+            exact,
+            alias,
+        )
+        self._values: dict[str, float] | None = None
+        self._lock = threading.Lock()
+
+    def _resolve(self) -> dict[str, float]:
+        if self._values is None:
+            with self._lock:
+                if self._values is None and self._args is not None:
+                    lexical, terms, doc, exact, alias = self._args
+                    values = lexical.explain(terms, doc)
+                    values["exact"] = exact
+                    values["alias"] = alias
+                    self._values, self._args = values, None
+        assert self._values is not None
+        return self._values
+
+    def __getitem__(self, key: str) -> float:
+        return self._resolve()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._resolve())
+
+    def __len__(self) -> int:
+        return len(self._resolve())
+
+    def __repr__(self) -> str:
+        return repr(self._resolve())
+
+
+def _check_query(query: object, max_chars: int) -> str:
+    if not isinstance(query, str):
+        raise QueryError(f"query must be a string, got {type(query).__name__}")
+    if len(query) > max_chars:
+        raise QueryError(
+            f"query has {len(query):,} characters, over the limit of {max_chars:,}; "
+            "shorten it or raise max_query_chars"
+        )
+    return query
+
+
+def check_k(name: str, k: object) -> int:
+    """Validate a result count."""
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SEARCH_K:
+        raise QueryError(f"{name}={k!r} is invalid: expected an integer from 1 to {MAX_SEARCH_K}")
+    return k
+
+
+class KnowledgeBase:
+    """An immutable, searchable snapshot of knowledge entries (or documents).
+
+    Build with :meth:`from_sources`, :meth:`from_documents` or :meth:`build`;
+    query with :meth:`search`. Safe to share between threads.
+    """
+
+    __slots__ = (
+        "_active",
+        "_alias_index",
+        "_analyzer",
+        "_domain_codes",
+        "_domains",
+        "_entries",
+        "_exact_index",
+        "_integration_masks",
+        "_lexical",
+        "_mask_cache",
+        "_phrase_lengths",
+        "_position",
+        "_relations",
+        "_settings",
+        "_universal",
+        "issues",
+    )
+
+    def __init__(
+        self,
+        entries: Sequence[KnowledgeEntry],
+        settings: IndexSettings,
+        *,
+        exact_ids: bool = True,
+        issues: Sequence[ValidationIssue] = (),
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        """Build from normalized entries; prefer the ``from_*`` constructors."""
+        ordered = sorted(entries, key=lambda e: e.id)
+        self._position = {entry.id: n for n, entry in enumerate(ordered)}
+        if len(self._position) != len(ordered):
+            dupes = sorted({e.id for e in ordered if sum(1 for o in ordered if o.id == e.id) > 1})
+            raise KnowledgeIndexError(f"duplicate entry ids {dupes[:5]}; ids must be unique")
+        self._entries = tuple(ordered)
+        self._settings = settings
+        self._analyzer = Analyzer(settings.analyzer)
+        self.issues = tuple(issues)
+        self._lexical = self._build_lexical(progress)
+        self._exact_index, self._alias_index = self._build_phrases(exact_ids)
+        self._phrase_lengths = self._phrase_starts()
+        self._relations = self._build_relations()
+        self._build_masks()
+        self._mask_cache: dict[tuple[Any, ...], MaskArray] = {}
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    def from_sources(
+        cls,
+        sources: Sequence[KnowledgeSource | Mapping[str, Any]],
+        settings: IndexSettings | None = None,
+    ) -> KnowledgeBase:
+        """Validate and index knowledge sources; raises ValidationFailedError on errors."""
+        settings = settings if settings is not None else IndexSettings()
+        report = normalize_and_validate(sources, Analyzer(settings.analyzer))
+        if not report.ok:
+            raise ValidationFailedError(report.issues)
+        return cls(report.entries, settings, issues=report.issues)
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document | Mapping[str, Any]],
+        settings: IndexSettings | None = None,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> KnowledgeBase:
+        """Index plain documents (``id``, ``title``, ``text``, optional ``metadata``).
+
+        Titles are indexed as exact phrases; opaque document ids are not.
+        """
+        if settings is None:
+            settings = IndexSettings(field_weights=DEFAULT_DOCUMENT_FIELD_WEIGHTS)
+        entries = [_document_entry(doc, n) for n, doc in enumerate(documents)]
+        return cls(entries, settings, exact_ids=False, progress=progress)
+
+    def _build_lexical(self, progress: Callable[[int], None] | None) -> LexicalIndex:
+        fields = tuple(self._settings.field_weights)
+        unknown = [name for name in fields if name not in FIELD_TEXT]
+        if unknown:
+            raise KnowledgeIndexError(
+                f"unknown field(s) {unknown}; indexable fields are {sorted(FIELD_TEXT)}"
+            )
+        readers = [FIELD_TEXT[name] for name in fields]
+        tokens = self._analyzer.tokens
+        builder = LexicalIndexBuilder(fields)
+        for n, entry in enumerate(self._entries):
+            builder.add([tokens(text) if (text := read(entry)) else [] for read in readers])
+            if progress is not None and n % 1024 == 1023:
+                progress(1024)
+        if progress is not None and len(self._entries) % 1024:
+            progress(len(self._entries) % 1024)
+        return builder.build(self._settings)
+
+    def _build_phrases(
+        self, exact_ids: bool
+    ) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+        phrase = self._analyzer.phrase
+        exact: dict[str, list[int]] = {}
+        alias: dict[str, list[int]] = {}
+        for doc, entry in enumerate(self._entries):
+            keys = {phrase(entry.title)}
+            if exact_ids:
+                keys.add(phrase(entry.id))
+            for key in keys:
+                if key and key.count(" ") < MAX_PHRASE_TOKENS:
+                    exact.setdefault(key, []).append(doc)
+            for key in {phrase(a) for a in entry.aliases}:
+                if key and key.count(" ") < MAX_PHRASE_TOKENS:
+                    alias.setdefault(key, []).append(doc)
+        return ({k: tuple(v) for k, v in exact.items()}, {k: tuple(v) for k, v in alias.items()})
+
+    def _phrase_starts(self) -> dict[str, tuple[int, ...]]:
+        """First term of every indexed phrase → the phrase lengths starting with it."""
+        lengths: dict[str, set[int]] = {}
+        for key in (*self._exact_index, *self._alias_index):
+            terms = key.split(" ")
+            lengths.setdefault(terms[0], set()).add(len(terms))
+        return {term: tuple(sorted(ns)) for term, ns in lengths.items()}
+
+    def _build_relations(self) -> dict[str, tuple[str, ...]]:
+        relations: dict[str, tuple[str, ...]] = {}
+        for entry in self._entries:
+            links = [*entry.related, *([entry.parent] if entry.parent else [])]
+            kept = [i for i in dict.fromkeys(links) if i in self._position and i != entry.id]
+            if kept:
+                relations[entry.id] = tuple(kept)
+        return relations
+
+    def _build_masks(self) -> None:
+        n = len(self._entries)
+        self._active = np.fromiter((e.status == "active" for e in self._entries), bool, n)
+        self._universal = np.fromiter((not e.integrations for e in self._entries), bool, n)
+        self._domains: dict[str, int] = {}
+        self._domain_codes = np.fromiter(
+            (
+                self._domains.setdefault(e.domain.casefold(), len(self._domains))
+                for e in self._entries
+            ),
+            np.int32,
+            n,
+        )
+        masks: dict[str, MaskArray] = {}
+        for doc, entry in enumerate(self._entries):
+            for name in {i.casefold() for i in entry.integrations}:
+                masks.setdefault(name, np.zeros(n, dtype=bool))[doc] = True
+        self._integration_masks = masks
+
+    # -- inspection -------------------------------------------------------------------------
+    @property
+    def settings(self) -> IndexSettings:
+        """The settings this snapshot was built with."""
+        return self._settings
+
+    @property
+    def analyzer(self) -> Analyzer:
+        """The analyzer shared by this snapshot's index and its queries."""
+        return self._analyzer
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        """The precomputed BM25 index."""
+        return self._lexical
+
+    @property
+    def entries(self) -> tuple[KnowledgeEntry, ...]:
+        """Every entry, in id order."""
+        return self._entries
+
+    @property
+    def exact_index(self) -> Mapping[str, tuple[str, ...]]:
+        """Normalized id/title phrase → entry ids."""
+        return {k: tuple(self._entries[d].id for d in v) for k, v in self._exact_index.items()}
+
+    @property
+    def alias_index(self) -> Mapping[str, tuple[str, ...]]:
+        """Normalized alias phrase → entry ids."""
+        return {k: tuple(self._entries[d].id for d in v) for k, v in self._alias_index.items()}
+
+    @property
+    def relation_index(self) -> Mapping[str, tuple[str, ...]]:
+        """Entry id → related then parent ids (existing entries only)."""
+        return dict(self._relations)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._position
+
+    def __iter__(self) -> Iterator[KnowledgeEntry]:
+        return iter(self._entries)
+
+    def get(self, entry_id: str) -> KnowledgeEntry | None:
+        """The entry with this id, or None."""
+        doc = self._position.get(entry_id)
+        return None if doc is None else self._entries[doc]
+
+    def entry(self, doc: int) -> KnowledgeEntry:
+        """The entry at internal position ``doc``."""
+        return self._entries[doc]
+
+    def position(self, entry_id: str) -> int | None:
+        """Internal position of an entry id (its rank in id order), or None."""
+        return self._position.get(entry_id)
+
+    def related(self, entry_id: str) -> tuple[str, ...]:
+        """Related then parent ids of an entry (only ids that exist)."""
+        return self._relations.get(entry_id, ())
+
+    # -- eligibility ------------------------------------------------------------------------
+    def eligibility(
+        self,
+        scope: Scope | None = None,
+        blocked_domains: Iterable[str] = (),
+        allow: Callable[[KnowledgeEntry], bool] | None = None,
+    ) -> MaskArray:
+        """Which entries a request may see, as a boolean mask over positions.
+
+        Active status always; domain not blocked (case-insensitive); with a ``scope``,
+        entries that apply everywhere plus those with an enabled integration;
+        ``scope=None`` does not filter by integration. ``allow`` is a host predicate.
+        """
+        blocked = tuple(sorted({d.casefold() for d in blocked_domains}))
+        enabled = (
+            None
+            if scope is None
+            else tuple(sorted({i.casefold() for i in scope.enabled_integrations}))
+        )
+        key = (blocked, enabled)
+        mask = self._mask_cache.get(key)
+        if mask is None:
+            mask = self._active.copy()
+            codes = [self._domains[d] for d in blocked if d in self._domains]
+            if codes:
+                mask &= ~np.isin(self._domain_codes, codes)
+            if enabled is not None:
+                allowed = self._universal.copy()
+                for name in enabled:
+                    if name in self._integration_masks:
+                        allowed |= self._integration_masks[name]
+                mask &= allowed
+            mask.flags.writeable = False
+            if len(self._mask_cache) >= _MASK_CACHE_LIMIT:
+                self._mask_cache.clear()
+            self._mask_cache[key] = mask
+        if allow is not None:
+            mask = mask & np.fromiter(
+                (
+                    bool(allow(entry)) if ok else False
+                    for entry, ok in zip(self._entries, mask, strict=True)
+                ),
+                bool,
+                len(self._entries),
+            )
+        return mask
+
+    def is_eligible(self, entry_id: str, mask: MaskArray) -> bool:
+        """Whether an entry id is allowed by a mask from :meth:`eligibility`."""
+        doc = self._position.get(entry_id)
+        return doc is not None and bool(mask[doc])
+
+    # -- scoring ------------------------------------------------------------------------------
+    def phrase_matches(self, terms: Sequence[str]) -> tuple[set[int], set[int]]:
+        """Positions of entries whose exact (id/title) or alias phrase occurs in ``terms``.
+
+        Checks every contiguous n-gram of the terms up to the longest indexed phrase.
+        """
+        exact: set[int] = set()
+        alias: set[int] = set()
+        starts = self._phrase_lengths
+        count = len(terms)
+        for i, term in enumerate(terms):
+            for n in starts.get(term, ()):
+                if i + n > count:
+                    break
+                key = " ".join(terms[i : i + n])
+                exact.update(self._exact_index.get(key, ()))
+                alias.update(self._alias_index.get(key, ()))
+        return exact, alias
+
+    def rank(
+        self,
+        lexical_terms: Sequence[str],
+        phrase_terms: Sequence[str],
+        *,
+        lexical_k: int,
+        limit: int,
+        mask: MaskArray | None = None,
+        exact_boost: float = DEFAULT_EXACT_BOOST,
+        alias_boost: float = DEFAULT_ALIAS_BOOST,
+    ) -> tuple[list[Ranked], int]:
+        """Union of the BM25 top ``lexical_k`` and phrase hits, boosted, sorted, capped.
+
+        Only positions allowed by ``mask`` take part (before top-k). A boost of 0
+        turns its phrase channel off. Returns the ranked list and the union's size.
+        """
+        scores = self._lexical.score(lexical_terms)
+        docs, values = scores.top(lexical_k, mask)
+        lexical = dict(zip(docs.tolist(), values.tolist(), strict=True))
+        exact: set[int] = set()
+        alias: set[int] = set()
+        if exact_boost > 0 or alias_boost > 0:
+            exact, alias = self.phrase_matches(phrase_terms)
+            if exact_boost <= 0:
+                exact = set()
+            if alias_boost <= 0:
+                alias = set()
+            for doc in exact | alias:
+                if (mask is None or mask[doc]) and doc not in lexical:
+                    lexical[doc] = scores.score_of(doc)
+        ranked = [
+            Ranked(
+                doc,
+                lex
+                + (exact_boost if doc in exact else 0.0)
+                + (alias_boost if doc in alias else 0.0),
+                lex,
+                doc in exact,
+                doc in alias,
+            )
+            for doc, lex in lexical.items()
+        ]
+        ranked.sort(key=lambda r: (-r.score, r.doc))
+        return ranked[:limit], len(ranked)
+
+    def breakdown(
+        self, terms: Sequence[str], item: Ranked, exact_boost: float, alias_boost: float
+    ) -> Breakdown:
+        """The lazily computed explanation of one ranked item."""
+        return Breakdown(
+            self._lexical,
+            tuple(terms),
+            item.doc,
+            exact_boost if item.exact else 0.0,
+            alias_boost if item.alias else 0.0,
+        )
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        scope: Scope | None = None,
+        blocked_domains: Iterable[str] = (),
+        allow: Callable[[KnowledgeEntry], bool] | None = None,
+        exact_boost: float = DEFAULT_EXACT_BOOST,
+        alias_boost: float = DEFAULT_ALIAS_BOOST,
+        max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
+    ) -> list[Hit]:
+        """The ``k`` best active entries for ``query``: BM25 plus exact/alias boosts.
+
+        Ties break on id (code point order). ``scope``, ``blocked_domains`` and
+        ``allow`` restrict eligibility before ranking (see :meth:`eligibility`).
+        Each hit's ``breakdown`` explains its score per field and boost.
+        """
+        terms = self._analyzer.tokens(_check_query(query, max_query_chars))
+        check_k("k", k)
+        for name, boost in (("exact_boost", exact_boost), ("alias_boost", alias_boost)):
+            if not isinstance(boost, int | float) or not 0 <= boost < float("inf"):
+                raise QueryError(f"{name}={boost!r} is invalid: expected a finite number >= 0")
+        if not terms:
+            return []
+        mask = self.eligibility(scope, blocked_domains, allow)
+        ranked, _ = self.rank(
+            terms,
+            terms,
+            lexical_k=k,
+            limit=k,
+            mask=mask,
+            exact_boost=exact_boost,
+            alias_boost=alias_boost,
+        )
+        entries = self._entries
+        return [
+            Hit(entries[r.doc].id, r.score, self.breakdown(terms, r, exact_boost, alias_boost))
+            for r in ranked
+        ]
+
+    def explain(self, query: str, entry_id: str) -> Hit:
+        """The score of one entry for ``query`` with its breakdown, eligible or not."""
+        doc = self._position.get(entry_id)
+        if doc is None:
+            raise KnowledgeIndexError(f"no entry with id {entry_id!r} in this knowledge base")
+        terms = self._analyzer.tokens(_check_query(query, DEFAULT_MAX_QUERY_CHARS))
+        exact, alias = self.phrase_matches(terms)
+        lexical = self._lexical.score(terms).score_of(doc)
+        item = Ranked(doc, 0.0, lexical, doc in exact, doc in alias)
+        breakdown = self.breakdown(terms, item, DEFAULT_EXACT_BOOST, DEFAULT_ALIAS_BOOST)
+        return Hit(entry_id, lexical + breakdown["exact"] + breakdown["alias"], breakdown)
+
+
+def _document_entry(doc: Document | Mapping[str, Any], n: int) -> KnowledgeEntry:
+    if isinstance(doc, Mapping):
+        doc_id, title, text = doc.get("id", doc.get("_id")), doc.get("title", ""), doc.get("text")
+        metadata = doc.get("metadata") or {}
+    elif isinstance(doc, Document):
+        doc_id, title, text, metadata = doc.id, doc.title, doc.text, doc.metadata
+    else:
+        raise KnowledgeIndexError(
+            f"document #{n + 1} is a {type(doc).__name__}; expected a "
+            "Document or a mapping with id, title and text"
+        )
+    if not isinstance(doc_id, str) or not doc_id:
+        raise KnowledgeIndexError(
+            f"document #{n + 1} has no id; give every document a unique string 'id'"
+        )
+    if not isinstance(title, str) or not isinstance(text, str):
+        raise KnowledgeIndexError(f"document {doc_id!r}: 'title' and 'text' must be strings")
+    return KnowledgeEntry(
+        id=doc_id,
+        title=title,
+        summary="",
+        domain="",
+        integrations=(),
+        body=text,
+        metadata=dict(metadata),
+    )

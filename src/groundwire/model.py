@@ -1,0 +1,309 @@
+"""Records shared by every layer: entries, sources, hits, selections, context, outcomes.
+
+All records are frozen dataclasses with slots; change them with ``dataclasses.replace``.
+This module imports nothing else from groundwire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+__all__ = [
+    "ENTRY_KINDS",
+    "ENTRY_STATUSES",
+    "FAILURE_REASONS",
+    "Citation",
+    "Confidence",
+    "ContextResult",
+    "Document",
+    "FailureReason",
+    "GroundingMetadata",
+    "GroundingOutcome",
+    "GroundingStatus",
+    "Hit",
+    "KnowledgeBlock",
+    "KnowledgeEntry",
+    "KnowledgeSource",
+    "RetrievalResult",
+    "Scope",
+    "ScoredEntry",
+    "Severity",
+    "Turn",
+    "ValidationIssue",
+]
+
+#: The kinds an entry may declare. ``text`` is the default.
+ENTRY_KINDS: Final[frozenset[str]] = frozenset(
+    {"text", "setting", "faq", "procedure", "policy", "troubleshooting", "reference", "concept"}
+)
+#: Lifecycle statuses. Only ``active`` entries are ever retrieved.
+ENTRY_STATUSES: Final[frozenset[str]] = frozenset({"active", "draft", "deprecated", "archived"})
+
+Severity = Literal["error", "warning"]
+Confidence = Literal["none", "low", "medium", "high"]
+FailureReason = Literal[
+    "disabled",
+    "empty-query",
+    "index-not-ready",
+    "no-match",
+    "budget-exhausted",
+    "timeout",
+    "error",
+]
+#: Every reason a grounding turn can come back without a knowledge block.
+FAILURE_REASONS: Final[tuple[str, ...]] = (
+    "disabled",
+    "empty-query",
+    "index-not-ready",
+    "no-match",
+    "budget-exhausted",
+    "timeout",
+    "error",
+)
+
+
+def _tuple(value: Any) -> Any:
+    """Freeze lists into tuples; leave anything else for validation to judge."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One earlier message of the conversation (``role`` is ``user`` or ``assistant``)."""
+
+    role: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who and where a turn runs: the integrations enabled for this request.
+
+    Entries that apply everywhere (``integrations == ()``) are always in scope;
+    integration-specific entries need at least one of theirs enabled (case-insensitive).
+    """
+
+    enabled_integrations: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "enabled_integrations", _tuple(self.enabled_integrations))
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeEntry:
+    """A curated piece of knowledge: a setting, FAQ, procedure, policy, ...
+
+    ``integrations == ()`` means the entry applies everywhere. ``version`` is the
+    effective version copied from the entry's source and appears in citations.
+    """
+
+    id: str
+    title: str
+    summary: str
+    domain: str
+    integrations: tuple[str, ...]
+    body: str = ""
+    aliases: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    related: tuple[str, ...] = ()
+    parent: str | None = None
+    kind: str = "text"
+    status: str = "active"
+    version: str = ""
+    source_id: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("integrations", "aliases", "keywords", "related"):
+            object.__setattr__(self, name, _tuple(getattr(self, name)))
+
+    @property
+    def citation(self) -> Citation:
+        """The stable citation of this entry: ``[KB:<id>@<version>]``."""
+        return Citation(self.id, self.version)
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeSource:
+    """A versioned set of entries, as authored (entries may be mappings or entries).
+
+    ``origin`` is the file or folder the source was read from; ``entry_origins``
+    (parallel to ``entries``, optional) the file of each entry, for error messages.
+    """
+
+    id: str
+    version: str
+    entries: tuple[KnowledgeEntry | Mapping[str, Any], ...] = ()
+    origin: str | None = None
+    entry_origins: tuple[str | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entries", _tuple(self.entries))
+        object.__setattr__(self, "entry_origins", _tuple(self.entry_origins))
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A plain document to index: no summary, domain or integrations required."""
+
+    id: str
+    title: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationIssue:
+    """One problem found while validating sources; ``message`` says how to fix it."""
+
+    severity: Severity
+    code: str
+    message: str
+    source_id: str | None = None
+    entry_id: str | None = None
+    field: str | None = None
+    origin: str | None = None
+
+    def describe(self) -> str:
+        """One line naming file, source, entry and field, then the message."""
+        where = [
+            part
+            for part in (
+                self.origin,
+                f"source {self.source_id!r}" if self.source_id else None,
+                f"entry {self.entry_id!r}" if self.entry_id else None,
+                f"field {self.field!r}" if self.field else None,
+            )
+            if part
+        ]
+        location = ", ".join(where) if where else "sources"
+        return f"{self.severity} [{self.code}] {location}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A stable reference to one version of one entry or chunk."""
+
+    id: str
+    version: str
+
+    @property
+    def tag(self) -> str:
+        """The citation as written in context and answers: ``[KB:<id>@<version>]``."""
+        return f"[KB:{self.id}@{self.version}]"
+
+    def __str__(self) -> str:
+        return self.tag
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: ``breakdown`` explains the score (per-field terms and boosts)."""
+
+    id: str
+    score: float
+    breakdown: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredEntry:
+    """A candidate of one turn: the entry, its final score and why."""
+
+    entry: KnowledgeEntry
+    score: float
+    lexical_score: float
+    exact: bool
+    alias: bool
+    breakdown: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class ContextResult:
+    """The assembled, token-bounded knowledge context of one turn.
+
+    ``included_ids`` are in rendering order; ``summary_ids`` is the subset rendered
+    without body; ``dropped_ids`` did not fit at all.
+    """
+
+    text: str
+    citations: tuple[Citation, ...]
+    included_ids: tuple[str, ...]
+    summary_ids: tuple[str, ...]
+    dropped_ids: tuple[str, ...]
+    tokens: int
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalResult:
+    """Everything one turn's selection produced, for diagnosis."""
+
+    query: str
+    primary: tuple[ScoredEntry, ...]
+    expanded: tuple[KnowledgeEntry, ...]
+    candidate_count: int
+    confidence: Confidence
+    context: ContextResult | None
+    duration_ms: float
+
+    @property
+    def selected_ids(self) -> tuple[str, ...]:
+        """Ids of the primary selection, best first."""
+        return tuple(item.entry.id for item in self.primary)
+
+    @property
+    def expanded_ids(self) -> tuple[str, ...]:
+        """Ids added by relationship expansion, in expansion order."""
+        return tuple(entry.id for entry in self.expanded)
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBlock:
+    """The trusted knowledge block appended to the system prompt of one turn."""
+
+    content: str
+    citations: tuple[Citation, ...]
+    metadata: Mapping[str, Any]
+    kind: Literal["knowledge"] = "knowledge"
+    trusted: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GroundingMetadata:
+    """What grounding did on one turn; ``failure_reason`` is set when no block came back."""
+
+    selected_ids: tuple[str, ...] = ()
+    expanded_ids: tuple[str, ...] = ()
+    candidate_count: int = 0
+    context_tokens: int = 0
+    truncated: bool = False
+    duration_ms: float = 0.0
+    confidence: Confidence = "none"
+    failure_reason: FailureReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroundingOutcome:
+    """The result of grounding one turn: the block (or None), metadata and the retrieval."""
+
+    block: KnowledgeBlock | None
+    metadata: GroundingMetadata
+    retrieval: RetrievalResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroundingStatus:
+    """The engine's state: readiness, size, last error and every validation issue."""
+
+    enabled: bool
+    ready: bool
+    entry_count: int
+    last_error: str | None
+    validation_issues: tuple[ValidationIssue, ...]
+
+
+def issues_have_errors(issues: Sequence[ValidationIssue]) -> bool:
+    """True when any issue is blocking."""
+    return any(issue.severity == "error" for issue in issues)

@@ -1,0 +1,125 @@
+"""One turn's selection, in a fixed order of stages (A–J):
+
+A. normalize the query into terms;
+B. look every contiguous query n-gram up in the exact (id/title) and alias maps;
+C. build the lexical query from the query plus recent turns (each capped);
+D. compute the eligibility set (status, blocked domains, integrations) *before* ranking;
+E. BM25 over eligible entries only, ``2 × candidate_limit`` deep;
+F. union with eligible exact and alias hits;
+G. score = BM25 + exact boost + alias boost, sorted by score then id;
+H. cap at ``candidate_limit``; the first ``result_limit`` are the primary selection;
+I. expand primary entries along related/parent links (re-authorized, no duplicates);
+J. classify confidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from groundwire.config import RetrievalConfig
+from groundwire.errors import QueryError
+from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.index.lexical import MaskArray
+from groundwire.model import Confidence, KnowledgeEntry, Scope, ScoredEntry, Turn
+from groundwire.retrieve.confidence import classify_confidence
+
+__all__ = ["RetrievalRequest", "Selection", "lexical_text", "retrieve"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalRequest:
+    """What one turn asks for: the query, earlier turns and the request's scope."""
+
+    query: str
+    recent_turns: tuple[Turn, ...] = ()
+    scope: Scope = field(default_factory=Scope)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The primary entries (ranked), the relationship-expanded entries and confidence."""
+
+    primary: tuple[ScoredEntry, ...]
+    expanded: tuple[KnowledgeEntry, ...]
+    candidate_count: int
+    confidence: Confidence
+
+
+def lexical_text(query: str, turns: Sequence[Turn], config: RetrievalConfig) -> str:
+    """The text BM25 searches: the query plus the latest turns, each capped in length."""
+    recent = list(turns)[-config.recent_turns :] if config.recent_turns else []
+    parts = [query, *(turn.text[: config.turn_chars] for turn in recent)]
+    return "\n".join(part for part in parts if part)
+
+
+def _check_request(request: RetrievalRequest, config: RetrievalConfig) -> None:
+    if not isinstance(request.query, str):
+        raise QueryError(f"query must be a string, got {type(request.query).__name__}")
+    if len(request.query) > config.max_query_chars:
+        raise QueryError(
+            f"query has {len(request.query):,} characters, over max_query_chars="
+            f"{config.max_query_chars:,}; shorten it or raise the limit"
+        )
+    for n, turn in enumerate(request.recent_turns):
+        if not isinstance(turn, Turn) or not isinstance(turn.text, str):
+            raise QueryError(
+                f"recent_turns[{n}] must be a Turn(role, text) with text, got {turn!r}"
+            )
+
+
+def retrieve(
+    kb: KnowledgeBase,
+    request: RetrievalRequest,
+    config: RetrievalConfig,
+    blocked_domains: Iterable[str] = (),
+    allow: Callable[[KnowledgeEntry], bool] | None = None,
+) -> Selection:
+    """Select, rank and expand the entries one turn needs (stages A–J above)."""
+    _check_request(request, config)
+    analyzer = kb.analyzer
+    query_terms = analyzer.tokens(request.query)  # A
+    lexical_terms = analyzer.tokens(lexical_text(request.query, request.recent_turns, config))  # C
+    mask = kb.eligibility(request.scope, blocked_domains, allow)  # D
+    ranked, _ = kb.rank(  # B, E, F, G
+        lexical_terms,
+        query_terms,
+        lexical_k=2 * config.candidate_limit,
+        limit=config.candidate_limit,  # H
+        mask=mask,
+        exact_boost=config.exact_boost,
+        alias_boost=config.alias_boost,
+    )
+    candidates = [
+        ScoredEntry(
+            entry=kb.entry(item.doc),
+            score=item.score,
+            lexical_score=item.lexical,
+            exact=item.exact,
+            alias=item.alias,
+            breakdown=kb.breakdown(lexical_terms, item, config.exact_boost, config.alias_boost),
+        )
+        for item in ranked
+    ]
+    primary = tuple(candidates[: config.result_limit])
+    expanded = _expand(kb, primary, mask, config.relation_limit)  # I
+    return Selection(primary, expanded, len(candidates), classify_confidence(candidates))  # J
+
+
+def _expand(
+    kb: KnowledgeBase, primary: Sequence[ScoredEntry], mask: MaskArray, limit: int
+) -> tuple[KnowledgeEntry, ...]:
+    """Related and parent entries of the primary selection, in order, authorized again."""
+    seen = {item.entry.id for item in primary}
+    expanded: list[KnowledgeEntry] = []
+    for item in primary:
+        for related_id in kb.related(item.entry.id):
+            if len(expanded) >= limit:
+                return tuple(expanded)
+            if related_id in seen or not kb.is_eligible(related_id, mask):
+                continue
+            seen.add(related_id)
+            entry = kb.get(related_id)
+            if entry is not None:
+                expanded.append(entry)
+    return tuple(expanded)

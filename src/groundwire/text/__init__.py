@@ -1,0 +1,6 @@
+"""Text analysis: one :class:`Analyzer` for index and query alike."""
+
+from groundwire.text.analyzer import Analyzer
+from groundwire.text.stopwords import STOPWORDS, stopwords_for
+
+__all__ = ["STOPWORDS", "Analyzer", "stopwords_for"]

@@ -1,0 +1,181 @@
+"""The one analyzer shared by index and query: text in, search terms out.
+
+Pipeline: Unicode NFKC → case folding → optional diacritic folding → words (runs of
+letters, digits and combining marks) → CJK runs become overlapping bigrams → stop
+words dropped → Snowball stemming. ASCII text takes a fast path with the same result.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+import threading
+import unicodedata
+from collections.abc import Callable, Iterable
+
+import Stemmer
+
+from groundwire.config import STEM_CACHE_SIZE, AnalyzerConfig
+from groundwire.errors import ConfigError
+from groundwire.text.stopwords import stopwords_for
+
+__all__ = ["Analyzer"]
+
+# Han, Hiragana, Katakana (incl. phonetic extensions), Hangul syllables and jamo.
+_CJK = (
+    "\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
+)
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+
+
+@functools.cache
+def _unicode_word() -> re.Pattern[str]:
+    """Words: runs of letters/digits or combining marks; CJK runs matched separately.
+
+    Built on first non-ASCII use: scanning for combining marks takes ~0.2 s once.
+    """
+    category = unicodedata.category
+    ranges: list[str] = []
+    start = prev = -2
+    for cp in range(sys.maxunicode + 1):
+        if category(chr(cp))[0] == "M":
+            if cp != prev + 1:
+                if start >= 0:
+                    ranges.append(_range(start, prev))
+                start = cp
+            prev = cp
+    if start >= 0:
+        ranges.append(_range(start, prev))
+    marks = "".join(ranges)
+    return re.compile(f"([{_CJK}]+)|((?:[^\\W_{_CJK}]|[{marks}])+)")
+
+
+def _range(first: int, last: int) -> str:
+    return (
+        re.escape(chr(first))
+        if first == last
+        else f"{re.escape(chr(first))}-{re.escape(chr(last))}"
+    )
+
+
+def _fold_diacritics(text: str) -> str:
+    decomposed = unicodedata.normalize("NFD", text)
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return unicodedata.normalize("NFC", stripped)
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+class Analyzer:
+    """Turns text into normalized search terms; identical for indexing and querying.
+
+    Thread-safe. Stems are cached per analyzer (bounded), so repeated words cost one
+    dictionary lookup.
+    """
+
+    __slots__ = ("_cache", "_lock", "_stem", "_stopwords", "config")
+
+    def __init__(self, config: AnalyzerConfig | None = None) -> None:
+        self.config = config if config is not None else AnalyzerConfig()
+        stop = self.config.stopwords
+        if stop == "default":
+            words: Iterable[str] = stopwords_for(self.config.language)
+        elif stop is None:
+            words = ()
+        else:
+            words = stop
+        # Stop words are matched after normalization, so normalize the list the same way.
+        self._stopwords = frozenset(self.normalize(word) for word in words)
+        self._stem: Callable[[list[str]], list[str]] | None = None
+        if self.config.stem:
+            try:
+                stemmer = Stemmer.Stemmer(self.config.language)
+            except KeyError as exc:
+                algorithms = ", ".join(sorted(Stemmer.algorithms()))
+                raise ConfigError(
+                    f"language={self.config.language!r} has no Snowball stemmer; "
+                    f"choose one of: {algorithms} (or set stem=False)"
+                ) from exc
+            self._stem = stemmer.stemWords
+        self._cache: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+
+    # -- normalization --------------------------------------------------------------------
+    def normalize(self, text: str) -> str:
+        """NFKC, case folding and (if configured) diacritic folding; idempotent."""
+        if text.isascii():
+            return text.lower()
+        # Case folding can leave text that NFKC changes again (and vice versa); two
+        # rounds reach the fixed point for every assigned code point.
+        for _ in range(2):
+            text = unicodedata.normalize("NFKC", text).casefold()
+        text = unicodedata.normalize("NFKC", text)
+        if self.config.fold_diacritics:
+            text = _fold_diacritics(text)
+        return text
+
+    def words(self, text: str) -> list[str]:
+        """Normalized words, CJK runs as overlapping bigrams; no stop words or stems yet."""
+        normalized = self.normalize(text)
+        if normalized.isascii():
+            return _ASCII_WORD.findall(normalized)
+        out: list[str] = []
+        bigrams = self.config.cjk_bigrams
+        for cjk, word in _unicode_word().findall(normalized):
+            if cjk:
+                out.extend(_bigrams(cjk) if bigrams else [cjk])
+            else:
+                out.append(word)
+        return out
+
+    # -- terms ------------------------------------------------------------------------------
+    def tokens(self, text: str) -> list[str]:
+        """The search terms of ``text``: normalized, stop words removed, stemmed."""
+        return self.terms(self.words(text))
+
+    def terms(self, words: list[str]) -> list[str]:
+        """Map already-normalized words to terms (None for stop words is dropped)."""
+        cache = self._cache
+        missing = [word for word in words if word not in cache]
+        if missing:
+            self._learn(missing)
+        get = cache.get
+        out: list[str] = []
+        for word in words:
+            term = get(word, "")
+            if term == "":  # evicted between learn and read: recompute just this word
+                term = self._analyze([word])[0]
+            if term is not None:
+                out.append(term)
+        return out
+
+    def phrase(self, text: str) -> str:
+        """The key of a phrase for exact/alias lookup: its terms joined by spaces."""
+        return " ".join(self.tokens(text))
+
+    def _analyze(self, words: list[str]) -> list[str | None]:
+        stop = self._stopwords
+        kept = [word for word in words if word not in stop]
+        stems = self._stem(kept) if self._stem is not None and kept else kept
+        mapping = dict(zip(kept, stems, strict=True))
+        return [None if word in stop else self._keep_cjk(word, mapping[word]) for word in words]
+
+    @staticmethod
+    def _keep_cjk(word: str, stem: str) -> str:
+        # Stemmers must not touch CJK bigrams; they are already the unit of meaning.
+        return word if _CJK_CHAR.match(word) else stem
+
+    def _learn(self, words: list[str]) -> None:
+        unique = list(dict.fromkeys(words))
+        analyzed = self._analyze(unique)
+        with self._lock:
+            if len(self._cache) + len(unique) > STEM_CACHE_SIZE:
+                self._cache.clear()
+            self._cache.update(zip(unique, analyzed, strict=True))
