@@ -6,10 +6,8 @@ that order and every tie in scoring breaks on id without extra work.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,7 +21,7 @@ from groundwire.config import (
     IndexSettings,
 )
 from groundwire.errors import KnowledgeIndexError, QueryError, ValidationFailedError
-from groundwire.index.lexical import LexicalIndex, LexicalIndexBuilder, MaskArray
+from groundwire.index.lexical import IntArray, LexicalIndex, LexicalIndexBuilder, MaskArray
 from groundwire.ingest.validate import normalize_and_validate
 from groundwire.model import Document, Hit, KnowledgeEntry, KnowledgeSource, Scope, ValidationIssue
 from groundwire.text import Analyzer
@@ -41,8 +39,7 @@ FIELD_TEXT: Mapping[str, Callable[[KnowledgeEntry], str]] = {
 _MASK_CACHE_LIMIT = 64
 
 
-@dataclass(frozen=True, slots=True)
-class Ranked:
+class Ranked(NamedTuple):
     """One ranked document of a query (internal numbering) and why it scored."""
 
     doc: int
@@ -55,35 +52,27 @@ class Ranked:
 class Breakdown(Mapping[str, float]):
     """Per-field BM25 contributions plus ``exact``/``alias`` boosts, computed on first read.
 
-    Explaining costs more than scoring, so a hit only pays for it when asked.
+    Explaining costs more than scoring, so a hit only pays for it when asked. The
+    computation is deterministic, so two threads racing to resolve it agree.
     """
 
-    __slots__ = ("_args", "_lock", "_values")
+    __slots__ = ("_args", "_values")
 
     def __init__(
-        self, lexical: LexicalIndex, terms: tuple[str, ...], doc: int, exact: float, alias: float
+        self, lexical: LexicalIndex, terms: Sequence[str], doc: int, exact: float, alias: float
     ) -> None:
-        self._args: tuple[LexicalIndex, tuple[str, ...], int, float, float] | None = (
-            lexical,
-            terms,
-            doc,
-            exact,
-            alias,
-        )
+        self._args = (lexical, terms, doc, exact, alias)
         self._values: dict[str, float] | None = None
-        self._lock = threading.Lock()
 
     def _resolve(self) -> dict[str, float]:
-        if self._values is None:
-            with self._lock:
-                if self._values is None and self._args is not None:
-                    lexical, terms, doc, exact, alias = self._args
-                    values = lexical.explain(terms, doc)
-                    values["exact"] = exact
-                    values["alias"] = alias
-                    self._values, self._args = values, None
-        assert self._values is not None
-        return self._values
+        values = self._values
+        if values is None:
+            lexical, terms, doc, exact, alias = self._args
+            values = lexical.explain(terms, doc)
+            values["exact"] = exact
+            values["alias"] = alias
+            self._values = values
+        return values
 
     def __getitem__(self, key: str) -> float:
         return self._resolve()[key]
@@ -131,6 +120,7 @@ class KnowledgeBase:
         "_domains",
         "_entries",
         "_exact_index",
+        "_excluded_cache",
         "_integration_masks",
         "_lexical",
         "_mask_cache",
@@ -167,6 +157,7 @@ class KnowledgeBase:
         self._relations = self._build_relations()
         self._build_masks()
         self._mask_cache: dict[tuple[Any, ...], MaskArray] = {}
+        self._excluded_cache: dict[int, tuple[MaskArray, IntArray]] = {}
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -236,12 +227,16 @@ class KnowledgeBase:
         return ({k: tuple(v) for k, v in exact.items()}, {k: tuple(v) for k, v in alias.items()})
 
     def _phrase_starts(self) -> dict[str, tuple[int, ...]]:
-        """First term of every indexed phrase → the phrase lengths starting with it."""
+        """First two terms of every multi-term phrase → the phrase lengths starting so.
+
+        Two terms prune almost every query position, so few n-grams are ever joined.
+        """
         lengths: dict[str, set[int]] = {}
         for key in (*self._exact_index, *self._alias_index):
             terms = key.split(" ")
-            lengths.setdefault(terms[0], set()).add(len(terms))
-        return {term: tuple(sorted(ns)) for term, ns in lengths.items()}
+            if len(terms) > 1:
+                lengths.setdefault(f"{terms[0]} {terms[1]}", set()).add(len(terms))
+        return {start: tuple(sorted(ns)) for start, ns in lengths.items()}
 
     def _build_relations(self) -> dict[str, tuple[str, ...]]:
         relations: dict[str, tuple[str, ...]] = {}
@@ -380,6 +375,18 @@ class KnowledgeBase:
             )
         return mask
 
+    def _excluded(self, mask: MaskArray | None) -> IntArray | None:
+        """Positions a mask rejects (cached per mask object); None when it rejects none."""
+        if mask is None:
+            return None
+        cached = self._excluded_cache.get(id(mask))
+        if cached is None or cached[0] is not mask:  # holding the mask keeps its id unique
+            if len(self._excluded_cache) >= _MASK_CACHE_LIMIT:
+                self._excluded_cache.clear()
+            cached = (mask, np.flatnonzero(~mask).astype(np.int32))
+            self._excluded_cache[id(mask)] = cached
+        return cached[1]
+
     def is_eligible(self, entry_id: str, mask: MaskArray) -> bool:
         """Whether an entry id is allowed by a mask from :meth:`eligibility`."""
         doc = self._position.get(entry_id)
@@ -393,15 +400,21 @@ class KnowledgeBase:
         """
         exact: set[int] = set()
         alias: set[int] = set()
+        exact_index, alias_index = self._exact_index, self._alias_index
         starts = self._phrase_lengths
         count = len(terms)
         for i, term in enumerate(terms):
-            for n in starts.get(term, ()):
-                if i + n > count:
-                    break
-                key = " ".join(terms[i : i + n])
-                exact.update(self._exact_index.get(key, ()))
-                alias.update(self._alias_index.get(key, ()))
+            if term in exact_index:
+                exact.update(exact_index[term])
+            if term in alias_index:
+                alias.update(alias_index[term])
+            if i + 1 < count:
+                for n in starts.get(f"{term} {terms[i + 1]}", ()):
+                    if i + n > count:
+                        break
+                    key = " ".join(terms[i : i + n])
+                    exact.update(exact_index.get(key, ()))
+                    alias.update(alias_index.get(key, ()))
         return exact, alias
 
     def rank(
@@ -421,7 +434,10 @@ class KnowledgeBase:
         turns its phrase channel off. Returns the ranked list and the union's size.
         """
         scores = self._lexical.score(lexical_terms)
-        docs, values = scores.top(lexical_k, mask)
+        excluded = self._excluded(mask)
+        if excluded is not None and excluded.shape[0] == 0:
+            mask = None  # everything is eligible: skip masking work
+        docs, values = scores.top(lexical_k, mask, excluded)
         lexical = dict(zip(docs.tolist(), values.tolist(), strict=True))
         exact: set[int] = set()
         alias: set[int] = set()
@@ -455,7 +471,7 @@ class KnowledgeBase:
         """The lazily computed explanation of one ranked item."""
         return Breakdown(
             self._lexical,
-            tuple(terms),
+            terms,
             item.doc,
             exact_boost if item.exact else 0.0,
             alias_boost if item.alias else 0.0,
@@ -487,6 +503,7 @@ class KnowledgeBase:
         if not terms:
             return []
         mask = self.eligibility(scope, blocked_domains, allow)
+        terms = tuple(terms)
         ranked, _ = self.rank(
             terms,
             terms,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,8 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int32]
 MaskArray = npt.NDArray[np.bool_]
 
+# Rarest query terms whose documents bound the k-th best score (see QueryScores.top).
+_PROBES = 2
 # Below this many documents a dense accumulator is always cheapest.
 _DENSE_DOCS = 262_144
 
@@ -47,9 +49,10 @@ class QueryScores:
     """One query's scores: ``dense`` (one per document) or sparse ascending ``docs``/``values``.
 
     Only documents with a positive score matched; BM25 here never scores a match at 0.
+    ``probe`` holds the documents of the query's rarest term, used to bound top-k.
     """
 
-    __slots__ = ("dense", "doc_count", "docs", "values")
+    __slots__ = ("dense", "doc_count", "docs", "probes", "values")
 
     def __init__(
         self,
@@ -57,11 +60,13 @@ class QueryScores:
         dense: FloatArray | None,
         docs: IntArray = _NO_DOCS,
         values: FloatArray = _NO_SCORES,
+        probes: Sequence[IntArray] = (),
     ) -> None:
         self.doc_count = doc_count
         self.dense = dense
         self.docs = docs
         self.values = values
+        self.probes = probes
 
     def score_of(self, doc: int) -> float:
         """Score of one document, 0.0 when it did not match."""
@@ -82,25 +87,43 @@ class QueryScores:
         keep = mask[self.docs]
         return self.docs[keep], self.values[keep]
 
-    def top(self, k: int, mask: MaskArray | None = None) -> tuple[IntArray, FloatArray]:
-        """The k best documents within ``mask``: score descending, ties by doc ascending."""
+    def top(
+        self, k: int, mask: MaskArray | None = None, excluded: IntArray | None = None
+    ) -> tuple[IntArray, FloatArray]:
+        """The k best documents within ``mask``: score descending, ties by doc ascending.
+
+        ``excluded`` (the positions ``mask`` rejects, if the caller has them) saves a pass.
+        """
         if k <= 0:
             return _NO_DOCS, _NO_SCORES
-        if self.dense is not None:
-            scores = self.dense if mask is None else np.where(mask, self.dense, 0.0)
-            n = scores.shape[0]
-            kth = float(np.partition(scores, n - k)[n - k]) if k < n else 0.0
-            # Keep every tie at the k-th score so the doc-number tie-break decides.
-            chosen: IntArray = np.flatnonzero(scores >= kth if kth > 0.0 else scores > 0.0).astype(
-                np.int32
-            )
-            values = scores[chosen]
-        else:
+        if self.dense is None:
             chosen, values = self.matched(mask)
-            if chosen.shape[0] > k:
-                kth = float(np.partition(values, values.shape[0] - k)[values.shape[0] - k])
-                keep = values >= kth
-                chosen, values = chosen[keep], values[keep]
+        else:
+            scores = self.dense
+            if mask is not None:
+                if excluded is None:
+                    excluded = np.flatnonzero(~mask)
+                if excluded.shape[0]:
+                    scores = scores.copy()
+                    scores[excluded] = 0.0
+            # Any subset's k-th best score bounds the overall k-th best from below, so
+            # only documents at or above it need sorting. The rarest terms' documents
+            # usually score highest, which makes the bound tight.
+            bound, probed = 0.0, 0
+            for probe in self.probes:
+                if probe.shape[0] >= k:
+                    sample = scores[probe]
+                    kth = float(np.partition(sample, sample.shape[0] - k)[sample.shape[0] - k])
+                    bound, probed = max(bound, kth), probed + 1
+                    if probed == _PROBES:
+                        break
+            chosen = np.flatnonzero(scores >= bound if bound > 0.0 else scores > 0.0)
+            values = scores[chosen]
+        if chosen.shape[0] > k:
+            # Keep every tie at the k-th score so the doc-number tie-break decides.
+            kth = float(np.partition(values, values.shape[0] - k)[values.shape[0] - k])
+            keep = values >= kth
+            chosen, values = chosen[keep], values[keep]
         order = np.lexsort((chosen, -values))[:k]
         return chosen[order].astype(np.int32), values[order]
 
@@ -311,6 +334,11 @@ class LexicalIndex:
     field_postings: tuple[_Postings, ...]
     lengths: IntArray  # (fields, docs)
     stats: _FieldStats
+    _bounds: list[int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Row bounds as Python ints: slicing with them avoids a numpy round trip per term.
+        object.__setattr__(self, "_bounds", self.indptr.tolist())
 
     @property
     def doc_count(self) -> int:
@@ -325,21 +353,22 @@ class LexicalIndex:
     def score(self, terms: Sequence[str]) -> QueryScores:
         """Score every document for ``terms`` (a repeated term counts once per occurrence)."""
         get = self.vocabulary.get
-        ids = [tid for tid in map(get, terms) if tid is not None]
+        bounds = self._bounds
+        rows = [(bounds[tid], bounds[tid + 1]) for tid in map(get, terms) if tid is not None]
         n = self.doc_count
-        if not ids:
-            return QueryScores(n, None, _NO_DOCS, _NO_SCORES)
-        bounds = self.indptr[ids]
-        lows, highs = bounds.tolist(), self.indptr[np.add(ids, 1)].tolist()
+        if not rows:
+            return QueryScores(n, None)
         docs, scores = self.docs, self.scores
-        if len(ids) == 1:
-            lo, hi = lows[0], highs[0]
+        if len(rows) == 1:
+            lo, hi = rows[0]
             return QueryScores(n, None, docs[lo:hi], scores[lo:hi])
-        all_docs = np.concatenate([docs[lo:hi] for lo, hi in zip(lows, highs, strict=True)])
-        all_scores = np.concatenate([scores[lo:hi] for lo, hi in zip(lows, highs, strict=True)])
+        doc_parts = [docs[lo:hi] for lo, hi in rows]
+        all_docs = np.concatenate(doc_parts)
+        all_scores = np.concatenate([scores[lo:hi] for lo, hi in rows])
         if n <= _DENSE_DOCS or all_docs.shape[0] * 8 >= n:
-            dense = np.bincount(all_docs, weights=all_scores, minlength=n)
-            return QueryScores(n, dense.astype(np.float64, copy=False))
+            dense: FloatArray = np.bincount(all_docs, weights=all_scores, minlength=n)
+            probes = sorted(doc_parts, key=len)
+            return QueryScores(n, dense, probes=probes)
         order = np.argsort(all_docs, kind="stable")
         sorted_docs = all_docs[order]
         starts = np.flatnonzero(np.r_[True, sorted_docs[1:] != sorted_docs[:-1]])
