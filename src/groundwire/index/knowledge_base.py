@@ -495,7 +495,7 @@ class KnowledgeBase:
         ``allow`` restrict eligibility before ranking (see :meth:`eligibility`).
         Each hit's ``breakdown`` explains its score per field and boost.
         """
-        terms = self._analyzer.tokens(_check_query(query, max_query_chars))
+        terms = tuple(self._analyzer.tokens(_check_query(query, max_query_chars)))
         check_k("k", k)
         for name, boost in (("exact_boost", exact_boost), ("alias_boost", alias_boost)):
             if not isinstance(boost, int | float) or not 0 <= boost < float("inf"):
@@ -503,7 +503,6 @@ class KnowledgeBase:
         if not terms:
             return []
         mask = self.eligibility(scope, blocked_domains, allow)
-        terms = tuple(terms)
         ranked, _ = self.rank(
             terms,
             terms,

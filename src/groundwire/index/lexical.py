@@ -22,6 +22,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +33,7 @@ from groundwire.errors import KnowledgeIndexError
 __all__ = ["LexicalIndex", "LexicalIndexBuilder", "QueryScores"]
 
 FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int32]
+IntArray = npt.NDArray[np.integer[Any]]
 MaskArray = npt.NDArray[np.bool_]
 
 # Rarest query terms whose documents bound the k-th best score (see QueryScores.top).
@@ -101,11 +102,10 @@ class QueryScores:
         else:
             scores = self.dense
             if mask is not None:
-                if excluded is None:
-                    excluded = np.flatnonzero(~mask)
-                if excluded.shape[0]:
+                rejected = np.flatnonzero(~mask) if excluded is None else excluded
+                if rejected.shape[0]:
                     scores = scores.copy()
-                    scores[excluded] = 0.0
+                    scores[rejected] = 0.0
             # Any subset's k-th best score bounds the overall k-th best from below, so
             # only documents at or above it need sorting. The rarest terms' documents
             # usually score highest, which makes the bound tight.
@@ -366,7 +366,7 @@ class LexicalIndex:
         all_docs = np.concatenate(doc_parts)
         all_scores = np.concatenate([scores[lo:hi] for lo, hi in rows])
         if n <= _DENSE_DOCS or all_docs.shape[0] * 8 >= n:
-            dense: FloatArray = np.bincount(all_docs, weights=all_scores, minlength=n)
+            dense = cast(FloatArray, np.bincount(all_docs, weights=all_scores, minlength=n))
             probes = sorted(doc_parts, key=len)
             return QueryScores(n, dense, probes=probes)
         order = np.argsort(all_docs, kind="stable")
