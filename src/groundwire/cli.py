@@ -13,11 +13,13 @@ argument/option types below, and build output with the ``_*_json`` helpers.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -60,11 +62,26 @@ _REASONS = {
     "empty-query": "the query is empty",
     "index-not-ready": "the knowledge base did not build",
     "no-match": "no eligible entry matched the query",
-    "budget-exhausted": "no selected entry fits in the token budget (--max-tokens)",
+    "budget-exhausted": "no selected entry fits in the token budget",
     "timeout": "grounding took longer than its time budget",
     "error": "grounding failed unexpectedly",
 }
 _DEFAULT_MAX_TOKENS = ContextConfig().max_tokens
+
+
+class _OneLineLog(logging.Handler):
+    """Library log records as one ``warning:``/``error:`` line each, without tracebacks."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        cause = record.exc_info[1] if record.exc_info else None
+        detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        _echo_line(record.levelname.lower(), record.getMessage() + detail)
+
+
+_LOG_HANDLER = _OneLineLog()
 
 
 class _CleanErrors(TyperGroup):
@@ -82,6 +99,8 @@ class _CleanErrors(TyperGroup):
         """Run the group; in standalone mode, map errors to one line and an exit code."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        library_log = logging.getLogger("groundwire")
+        library_log.addHandler(_LOG_HANDLER)
         try:
             result = super().main(
                 args, prog_name, complete_var, False, windows_expand_args, **extra
@@ -99,13 +118,14 @@ class _CleanErrors(TyperGroup):
         except typer.Abort:
             _echo_error("aborted")
             raise SystemExit(EXIT_DATA) from None
+        finally:
+            library_log.removeHandler(_LOG_HANDLER)
         raise SystemExit(result if isinstance(result, int) else EXIT_OK)
 
 
 app = typer.Typer(
     name="groundwire",
     cls=_CleanErrors,
-    help="Ground LLM calls in your team's curated knowledge base.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
@@ -138,8 +158,12 @@ BlockedOpt = Annotated[
 ]
 
 
+def _echo_line(label: str, message: str) -> None:
+    typer.echo(f"{label}: " + " ".join(message.split()), err=True)
+
+
 def _echo_error(message: str) -> None:
-    typer.echo("error: " + " ".join(message.split()), err=True)
+    _echo_line("error", message)
 
 
 def _fail(message: str, code: int = EXIT_DATA) -> NoReturn:
@@ -176,6 +200,19 @@ def _parse_turns(values: Sequence[str]) -> tuple[Turn, ...]:
             )
         turns.append(Turn(role, text.strip()))
     return tuple(turns)
+
+
+def _not_ready(kb: Path, status: GroundingStatus) -> str:
+    """Why the engine has no snapshot, naming the first validation error if any."""
+    message = f"the knowledge base is not ready: {status.last_error or 'it did not build'}"
+    errors = [issue for issue in status.validation_issues if issue.severity == "error"]
+    if errors:
+        message += f"; first: {errors[0].describe()}" + _validate_hint(kb)
+    return message
+
+
+def _validate_hint(kb: Path) -> str:
+    return f"; run 'groundwire validate {kb}' to list every issue"
 
 
 def _plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -262,7 +299,7 @@ def _print_outcome(outcome: GroundingOutcome, max_tokens: int) -> None:
             console.print(Text(citation.tag), soft_wrap=True)
     else:
         reason = meta.failure_reason or "error"
-        console.print(Text(f"No knowledge block: {reason} ({_REASONS[reason]})", style="yellow"))
+        console.print(Text(f"No knowledge block ({reason}): {_REASONS[reason]}", style="yellow"))
     console.rule("Metadata")
     console.print(
         _facts(
@@ -282,7 +319,7 @@ def _print_outcome(outcome: GroundingOutcome, max_tokens: int) -> None:
 
 def _top_fields(breakdown: Mapping[str, float], count: int = 3) -> str:
     best = sorted((item for item in breakdown.items() if item[1] > 0), key=lambda i: -i[1])
-    return ", ".join(f"{name} {value:.2f}" for name, value in best[:count]) or "-"
+    return "\n".join(f"{name} {value:.1f}" for name, value in best[:count]) or "-"
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -354,6 +391,9 @@ def ground(
         blocked_domains=tuple(blocked_domain or ()),
         context=ContextConfig(max_tokens=max_tokens),
     )
+    limit = config.retrieval.max_query_chars
+    if len(query) > limit:  # the engine would fail open; on the command line it is a usage error
+        raise QueryError(f"query has {len(query):,} characters, over the limit of {limit:,}")
     with GroundingEngine(config) as engine:
         engine.ready()
         outcome = engine.ground(query, recent_turns=turns, scope=Scope(tuple(integration or ())))
@@ -367,19 +407,6 @@ def ground(
         _fail(_not_ready(kb, status))
     if reason in _BROKEN:
         _fail(_REASONS[str(reason)])
-
-
-def _not_ready(kb: Path, status: GroundingStatus) -> str:
-    """Why the engine has no snapshot, naming the first validation error if any."""
-    message = f"the knowledge base is not ready: {status.last_error or 'it did not build'}"
-    errors = [issue for issue in status.validation_issues if issue.severity == "error"]
-    if errors:
-        message += f"; first: {errors[0].describe()}" + _validate_hint(kb)
-    return message
-
-
-def _validate_hint(kb: Path) -> str:
-    return f"; run 'groundwire validate {kb}' to list every issue"
 
 
 @app.command()
@@ -417,14 +444,14 @@ def search(
     if not hits:
         console.print("No entries matched.")
         return
-    table = Table("#", "id", "score", "title", "top fields")
+    table = Table("#", "id / title", "score", "top fields", box=box.SIMPLE_HEAD)
     table.columns[1].no_wrap = True
     table.columns[2].justify = "right"
     for rank, hit in enumerate(hits, 1):
         entry = index.get(hit.id)
-        title = entry.title if entry is not None else ""
-        row = (str(rank), hit.id, f"{hit.score:.2f}", title, _top_fields(hit.breakdown))
-        table.add_row(*(Text(cell) for cell in row))
+        name = Text(hit.id, style="bold")
+        name.append("\n" + (entry.title if entry is not None else ""), style="default")
+        table.add_row(str(rank), name, f"{hit.score:.2f}", Text(_top_fields(hit.breakdown)))
     console.print(table)
 
 

@@ -88,7 +88,13 @@ class Scope:
     enabled_integrations: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "enabled_integrations", _tuple(self.enabled_integrations))
+        value = _tuple(self.enabled_integrations)
+        if not isinstance(value, tuple) or not all(isinstance(i, str) for i in value):
+            raise TypeError(
+                f"enabled_integrations must be a list of strings, got {value!r}; "
+                'write Scope(["slack"]) rather than Scope("slack")'
+            )
+        object.__setattr__(self, "enabled_integrations", value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,7 +57,7 @@ def assemble_context(
     entries = [*primary, *(entry for entry in expanded if entry.id not in primary_ids)]
     opening = OPENING
     if config.include_citations and entries:
-        opening += " " + CITE_HINT.format(example=entries[0].citation.tag)
+        opening += " " + CITE_HINT.format(example=_neutralize(entries[0].citation.tag))
     estimate = config.token_estimator
     parts: list[str] = []
     included: list[str] = []

@@ -18,6 +18,7 @@ from typing import Any
 
 from groundwire.config import GroundingConfig
 from groundwire.context import assemble_context
+from groundwire.errors import QueryError
 from groundwire.index.cache import SnapshotCache, default_cache
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.model import (
@@ -215,8 +216,14 @@ class GroundingEngine:
         try:
             return future.result(timeout=max(0.0, deadline - self._clock()))
         except FutureTimeout:
-            future.cancel()
-            return self._failure("timeout", started)
+            if not future.done():  # the turn overran; a TimeoutError it raised is an error
+                future.cancel()
+                return self._failure("timeout", started)
+            logger.exception("knowledge grounding failed; continuing without knowledge")
+            return self._failure("error", started)
+        except (QueryError, TypeError) as exc:  # bad input: say so without a traceback
+            logger.warning("knowledge grounding skipped: %s", exc)
+            return self._failure("error", started)
         except Exception:
             logger.exception("knowledge grounding failed; continuing without knowledge")
             return self._failure("error", started)
@@ -256,12 +263,9 @@ class GroundingEngine:
         started: float,
     ) -> GroundingOutcome:
         config = self._config
+        # retrieve() keeps only the configured number of most recent turns.
         request = RetrievalRequest(
-            query=query,
-            recent_turns=_turns(recent_turns)[-config.retrieval.recent_turns :]
-            if config.retrieval.recent_turns
-            else (),
-            scope=_scope(scope),
+            query=query, recent_turns=_turns(recent_turns), scope=_scope(scope)
         )
         selection = retrieve(snapshot, request, config.retrieval, config.blocked_domains)
         context = assemble_context(

@@ -87,13 +87,14 @@ class Breakdown(Mapping[str, float]):
         return repr(self._resolve())
 
 
-def _check_query(query: object, max_chars: int) -> str:
+def check_query(query: object, max_chars: int) -> str:
+    """Validate a query's type and length (``max_query_chars``); returns it."""
     if not isinstance(query, str):
         raise QueryError(f"query must be a string, got {type(query).__name__}")
     if len(query) > max_chars:
         raise QueryError(
-            f"query has {len(query):,} characters, over the limit of {max_chars:,}; "
-            "shorten it or raise max_query_chars"
+            f"query has {len(query):,} characters, over max_query_chars={max_chars:,}; "
+            "shorten it or raise the limit"
         )
     return query
 
@@ -495,7 +496,7 @@ class KnowledgeBase:
         ``allow`` restrict eligibility before ranking (see :meth:`eligibility`).
         Each hit's ``breakdown`` explains its score per field and boost.
         """
-        terms = tuple(self._analyzer.tokens(_check_query(query, max_query_chars)))
+        terms = tuple(self._analyzer.tokens(check_query(query, max_query_chars)))
         check_k("k", k)
         for name, boost in (("exact_boost", exact_boost), ("alias_boost", alias_boost)):
             if not isinstance(boost, int | float) or not 0 <= boost < float("inf"):
@@ -523,7 +524,7 @@ class KnowledgeBase:
         doc = self._position.get(entry_id)
         if doc is None:
             raise KnowledgeIndexError(f"no entry with id {entry_id!r} in this knowledge base")
-        terms = self._analyzer.tokens(_check_query(query, DEFAULT_MAX_QUERY_CHARS))
+        terms = self._analyzer.tokens(check_query(query, DEFAULT_MAX_QUERY_CHARS))
         exact, alias = self.phrase_matches(terms)
         lexical = self._lexical.score(terms).score_of(doc)
         item = Ranked(doc, 0.0, lexical, doc in exact, doc in alias)

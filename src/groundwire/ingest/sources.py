@@ -84,7 +84,9 @@ def _yaml(text: str, path: Path, line_offset: int = 0) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        # The context mark points at the construct that failed (e.g. an unclosed
+        # bracket); the problem mark at where the parser gave up.
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1 + line_offset}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SourceError(f"{path}{line}: invalid YAML ({problem}); fix the syntax") from exc

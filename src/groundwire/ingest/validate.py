@@ -122,8 +122,10 @@ def content_hash(entries: Iterable[KnowledgeEntry]) -> str:
             "status": entry.status,
             "version": entry.version,
             "source_id": entry.source_id,
+            "metadata": dict(entry.metadata),
         }
-        digest.update(json.dumps(record, ensure_ascii=False, sort_keys=True).encode())
+        encoded = json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr)
+        digest.update(encoded.encode())
         digest.update(b"\n")
     return digest.hexdigest()
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from groundwire.config import RetrievalConfig
 from groundwire.errors import QueryError
-from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.index.knowledge_base import KnowledgeBase, check_query
 from groundwire.index.lexical import MaskArray
 from groundwire.model import Confidence, KnowledgeEntry, Scope, ScoredEntry, Turn
 from groundwire.retrieve.confidence import classify_confidence
@@ -54,13 +54,7 @@ def lexical_text(query: str, turns: Sequence[Turn], config: RetrievalConfig) -> 
 
 
 def _check_request(request: RetrievalRequest, config: RetrievalConfig) -> None:
-    if not isinstance(request.query, str):
-        raise QueryError(f"query must be a string, got {type(request.query).__name__}")
-    if len(request.query) > config.max_query_chars:
-        raise QueryError(
-            f"query has {len(request.query):,} characters, over max_query_chars="
-            f"{config.max_query_chars:,}; shorten it or raise the limit"
-        )
+    check_query(request.query, config.max_query_chars)
     for n, turn in enumerate(request.recent_turns):
         if not isinstance(turn, Turn) or not isinstance(turn.text, str):
             raise QueryError(
