@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -29,12 +29,18 @@ __all__ = [
 DEFAULT_FIELD_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
     {"title": 5.0, "aliases": 5.0, "keywords": 3.0, "summary": 3.0, "body": 1.0}
 )
-#: Field weights for plain documents: title and text count alike until measured otherwise.
+#: Field weights for plain documents, chosen on SciFact and CACM (docs/BENCHMARKS.md):
+#: a title weighs three body words; adjacent-term pairs add a light proximity signal.
 DEFAULT_DOCUMENT_FIELD_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
-    {"title": 1.0, "body": 1.0}
+    {"title": 3.0, "body": 1.0, "bigrams": 0.25}
 )
+#: Documents score with true BM25F: one saturation over weighted field frequencies
+#: beat the per-field sum on both evaluation collections.
+DEFAULT_DOCUMENT_SCORING: Final = "bm25f"
 #: The fields an entry is indexed under, in a fixed order (the breakdown keys).
 ENTRY_FIELDS: Final[tuple[str, ...]] = ("title", "aliases", "keywords", "summary", "body")
+#: Fields a field_weights mapping may name: the entry fields plus derived term pairs.
+INDEX_FIELDS: Final[tuple[str, ...]] = (*ENTRY_FIELDS, "bigrams")
 #: BM25 term-frequency saturation; 1.2-2.0 is the usual range, 1.5 a common middle.
 DEFAULT_K1: Final = 1.5
 #: BM25 length normalisation; 0.75 is the long-standing default across engines.
@@ -90,6 +96,8 @@ MAX_ENTRIES: Final = 2_000_000
 MAX_FIELD_CHARS: Final = 2_000_000
 
 # --- Analysis ----------------------------------------------------------------------------------
+#: Names ``AnalyzerConfig.stopwords`` accepts besides None and a set of words.
+STOPWORD_LISTS: Final[tuple[str, ...]] = ("default", "lucene", "extended")
 #: Default Snowball stemmer language.
 DEFAULT_LANGUAGE: Final = "english"
 #: Words remembered by an analyzer's stem cache (bounded memory, fast repeated queries).
@@ -142,8 +150,12 @@ def check_field_weights(option: str, weights: Mapping[str, float]) -> Mapping[st
 class AnalyzerConfig:
     """How text becomes tokens, for index and query alike.
 
-    ``stopwords``: ``"default"`` for the language's built-in list, ``None`` for none,
-    or your own collection of words. ``language`` is any Snowball stemmer name.
+    ``language``: any Snowball stemmer name. ``stopwords``: ``"default"`` (the
+    language's built-in list: for English the 33-word Lucene list), ``"lucene"``,
+    ``"extended"`` (~150 English function words), ``None`` for none, or your own words.
+    ``strip_possessives`` drops a trailing ``'s``; ``join_hyphenated`` also indexes
+    ``e-mail`` as ``email`` (its parts are always indexed); ``keep_numbers=False``
+    drops tokens made only of digits.
     """
 
     language: str = DEFAULT_LANGUAGE
@@ -151,6 +163,9 @@ class AnalyzerConfig:
     stopwords: str | frozenset[str] | None = "default"
     fold_diacritics: bool = False
     cjk_bigrams: bool = True
+    strip_possessives: bool = True
+    join_hyphenated: bool = False
+    keep_numbers: bool = True
 
     def __post_init__(self) -> None:
         _require(
@@ -161,9 +176,29 @@ class AnalyzerConfig:
         )
         if isinstance(self.stopwords, set | list | tuple):
             object.__setattr__(self, "stopwords", frozenset(self.stopwords))
-        ok = self.stopwords is None or self.stopwords == "default"
+        ok = self.stopwords is None or self.stopwords in STOPWORD_LISTS
         ok = ok or isinstance(self.stopwords, frozenset)
-        _require(ok, "stopwords", self.stopwords, "'default', None, or a set of words")
+        _require(
+            ok, "stopwords", self.stopwords, f"one of {STOPWORD_LISTS}, None, or a set of words"
+        )
+        for name in (
+            "stem",
+            "fold_diacritics",
+            "cjk_bigrams",
+            "strip_possessives",
+            "join_hyphenated",
+            "keep_numbers",
+        ):
+            _require(
+                isinstance(getattr(self, name), bool), name, getattr(self, name), "True or False"
+            )
+
+    def key(self) -> tuple[Any, ...]:
+        """A hashable identity of these options (a custom stop set sorted)."""
+        return tuple(
+            tuple(sorted(value)) if isinstance(value, frozenset) else value
+            for value in (getattr(self, f.name) for f in fields(self))
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,21 +228,25 @@ class IndexSettings:
 
     def key(self) -> tuple[Any, ...]:
         """A hashable identity of these settings (part of every cache key)."""
-        stop = self.analyzer.stopwords
-        stop_key = tuple(sorted(stop)) if isinstance(stop, frozenset) else stop
         return (
             tuple(sorted(self.field_weights.items())),
             float(self.k1),
             float(self.b),
             self.scoring,
-            (
-                self.analyzer.language,
-                self.analyzer.stem,
-                stop_key,
-                self.analyzer.fold_diacritics,
-                self.analyzer.cjk_bigrams,
-            ),
+            self.analyzer.key(),
         )
+
+
+def document_settings(analyzer: AnalyzerConfig | None = None) -> IndexSettings:
+    """The measured defaults for plain documents.
+
+    BM25F, title 3, body 1, bigrams 0.25, k1 1.5, b 0.75, extended English stop words.
+    """
+    return IndexSettings(
+        field_weights=DEFAULT_DOCUMENT_FIELD_WEIGHTS,
+        scoring=DEFAULT_DOCUMENT_SCORING,
+        analyzer=analyzer if analyzer is not None else AnalyzerConfig(stopwords="extended"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,12 +282,12 @@ class RetrievalConfig:
         _non_negative_int("turn_chars", self.turn_chars)
         _positive_int("max_query_chars", self.max_query_chars)
         unknown = (
-            set(self.field_weights) - set(ENTRY_FIELDS)
+            set(self.field_weights) - set(INDEX_FIELDS)
             if isinstance(self.field_weights, Mapping)
             else set()
         )
         _require(
-            not unknown, "field_weights", dict(self.field_weights), f"keys among {ENTRY_FIELDS}"
+            not unknown, "field_weights", dict(self.field_weights), f"keys among {INDEX_FIELDS}"
         )
         merged = {**DEFAULT_FIELD_WEIGHTS, **self.field_weights}
         object.__setattr__(self, "field_weights", check_field_weights("field_weights", merged))

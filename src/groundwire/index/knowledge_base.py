@@ -7,18 +7,19 @@ that order and every tie in scoring breaks on id without extra work.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from groundwire.config import (
     DEFAULT_ALIAS_BOOST,
-    DEFAULT_DOCUMENT_FIELD_WEIGHTS,
     DEFAULT_EXACT_BOOST,
     DEFAULT_MAX_QUERY_CHARS,
     MAX_PHRASE_TOKENS,
     MAX_SEARCH_K,
     IndexSettings,
+    document_settings,
 )
 from groundwire.errors import KnowledgeIndexError, QueryError, ValidationFailedError
 from groundwire.index.lexical import IntArray, LexicalIndex, LexicalIndexBuilder, MaskArray
@@ -36,7 +37,15 @@ FIELD_TEXT: Mapping[str, Callable[[KnowledgeEntry], str]] = {
     "summary": lambda e: e.summary,
     "body": lambda e: e.body,
 }
+#: A derived field: adjacent term pairs of these fields, matched by query term pairs.
+BIGRAMS = "bigrams"
+BIGRAM_SOURCES = frozenset({"title", "summary", "body"})
 _MASK_CACHE_LIMIT = 64
+
+
+def bigrams(terms: Sequence[str]) -> list[str]:
+    """Adjacent term pairs (``"a b"``): terms never contain spaces, so pairs never collide."""
+    return [f"{first} {second}" for first, second in pairwise(terms)]
 
 
 class Ranked(NamedTuple):
@@ -117,6 +126,7 @@ class KnowledgeBase:
         "_active",
         "_alias_index",
         "_analyzer",
+        "_bigrams",
         "_domain_codes",
         "_domains",
         "_entries",
@@ -139,6 +149,7 @@ class KnowledgeBase:
         settings: IndexSettings,
         *,
         exact_ids: bool = True,
+        exact_titles: bool = True,
         issues: Sequence[ValidationIssue] = (),
         progress: Callable[[int], None] | None = None,
     ) -> None:
@@ -152,8 +163,9 @@ class KnowledgeBase:
         self._settings = settings
         self._analyzer = Analyzer(settings.analyzer)
         self.issues = tuple(issues)
+        self._bigrams = settings.field_weights.get(BIGRAMS, 0.0) > 0
         self._lexical = self._build_lexical(progress)
-        self._exact_index, self._alias_index = self._build_phrases(exact_ids)
+        self._exact_index, self._alias_index = self._build_phrases(exact_ids, exact_titles)
         self._phrase_lengths = self._phrase_starts()
         self._relations = self._build_relations()
         self._build_masks()
@@ -181,28 +193,37 @@ class KnowledgeBase:
         settings: IndexSettings | None = None,
         *,
         progress: Callable[[int], None] | None = None,
+        exact_titles: bool = False,
     ) -> KnowledgeBase:
         """Index plain documents (``id``, ``title``, ``text``, optional ``metadata``).
 
-        Titles are indexed as exact phrases; opaque document ids are not.
+        ``settings`` default to :func:`~groundwire.config.document_settings`. Document
+        titles are not curated names, so they are not exact-phrase keys unless
+        ``exact_titles=True`` (boosting them cost nDCG on SciFact and CACM); opaque
+        document ids never are.
         """
         if settings is None:
-            settings = IndexSettings(field_weights=DEFAULT_DOCUMENT_FIELD_WEIGHTS)
+            settings = document_settings()
         entries = [_document_entry(doc, n) for n, doc in enumerate(documents)]
-        return cls(entries, settings, exact_ids=False, progress=progress)
+        return cls(entries, settings, exact_ids=False, exact_titles=exact_titles, progress=progress)
 
     def _build_lexical(self, progress: Callable[[int], None] | None) -> LexicalIndex:
-        fields = tuple(self._settings.field_weights)
-        unknown = [name for name in fields if name not in FIELD_TEXT]
+        weights = self._settings.field_weights
+        fields = tuple(name for name in weights if name != BIGRAMS or weights[name] > 0)
+        unknown = [name for name in fields if name not in FIELD_TEXT and name != BIGRAMS]
         if unknown:
-            raise KnowledgeIndexError(
-                f"unknown field(s) {unknown}; indexable fields are {sorted(FIELD_TEXT)}"
-            )
-        readers = [FIELD_TEXT[name] for name in fields]
+            known = sorted([*FIELD_TEXT, BIGRAMS])
+            raise KnowledgeIndexError(f"unknown field(s) {unknown}; indexable fields are {known}")
+        text_fields = [name for name in fields if name != BIGRAMS]
+        readers = [FIELD_TEXT[name] for name in text_fields]
+        pair_sources = [n for n, name in enumerate(text_fields) if name in BIGRAM_SOURCES]
         tokens = self._analyzer.tokens
-        builder = LexicalIndexBuilder(fields)
+        builder = LexicalIndexBuilder((*text_fields, BIGRAMS) if BIGRAMS in fields else fields)
         for n, entry in enumerate(self._entries):
-            builder.add([tokens(text) if (text := read(entry)) else [] for read in readers])
+            terms = [tokens(text) if (text := read(entry)) else [] for read in readers]
+            if self._bigrams:
+                terms.append([pair for i in pair_sources for pair in bigrams(terms[i])])
+            builder.add(terms)
             if progress is not None and n % 1024 == 1023:
                 progress(1024)
         if progress is not None and len(self._entries) % 1024:
@@ -210,13 +231,13 @@ class KnowledgeBase:
         return builder.build(self._settings)
 
     def _build_phrases(
-        self, exact_ids: bool
+        self, exact_ids: bool, exact_titles: bool
     ) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
         phrase = self._analyzer.phrase
         exact: dict[str, list[int]] = {}
         alias: dict[str, list[int]] = {}
         for doc, entry in enumerate(self._entries):
-            keys = {phrase(entry.title)}
+            keys = {phrase(entry.title)} if exact_titles else set()
             if exact_ids:
                 keys.add(phrase(entry.id))
             for key in keys:
@@ -394,6 +415,10 @@ class KnowledgeBase:
         return doc is not None and bool(mask[doc])
 
     # -- scoring ------------------------------------------------------------------------------
+    def lexical_terms(self, terms: Sequence[str]) -> list[str]:
+        """The BM25 query for analyzed ``terms``: the terms plus their pairs if indexed."""
+        return [*terms, *bigrams(terms)] if self._bigrams else list(terms)
+
     def phrase_matches(self, terms: Sequence[str]) -> tuple[set[int], set[int]]:
         """Positions of entries whose exact (id/title) or alias phrase occurs in ``terms``.
 
@@ -504,8 +529,9 @@ class KnowledgeBase:
         if not terms:
             return []
         mask = self.eligibility(scope, blocked_domains, allow)
+        lexical = tuple(self.lexical_terms(terms))
         ranked, _ = self.rank(
-            terms,
+            lexical,
             terms,
             lexical_k=k,
             limit=k,
@@ -515,20 +541,34 @@ class KnowledgeBase:
         )
         entries = self._entries
         return [
-            Hit(entries[r.doc].id, r.score, self.breakdown(terms, r, exact_boost, alias_boost))
+            Hit(entries[r.doc].id, r.score, self.breakdown(lexical, r, exact_boost, alias_boost))
             for r in ranked
         ]
 
-    def explain(self, query: str, entry_id: str) -> Hit:
-        """The score of one entry for ``query`` with its breakdown, eligible or not."""
+    def explain(
+        self,
+        query: str,
+        entry_id: str,
+        *,
+        exact_boost: float = DEFAULT_EXACT_BOOST,
+        alias_boost: float = DEFAULT_ALIAS_BOOST,
+        max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
+    ) -> Hit:
+        """The score of one entry for ``query`` with its breakdown, eligible or not.
+
+        Takes the same boosts as :meth:`search`, so the two agree on every hit.
+        """
         doc = self._position.get(entry_id)
         if doc is None:
             raise KnowledgeIndexError(f"no entry with id {entry_id!r} in this knowledge base")
-        terms = self._analyzer.tokens(check_query(query, DEFAULT_MAX_QUERY_CHARS))
-        exact, alias = self.phrase_matches(terms)
-        lexical = self._lexical.score(terms).score_of(doc)
+        terms = self._analyzer.tokens(check_query(query, max_query_chars))
+        lexical_terms = self.lexical_terms(terms)
+        exact, alias = (
+            self.phrase_matches(terms) if exact_boost > 0 or alias_boost > 0 else ((), ())
+        )
+        lexical = self._lexical.score(lexical_terms).score_of(doc)
         item = Ranked(doc, 0.0, lexical, doc in exact, doc in alias)
-        breakdown = self.breakdown(terms, item, DEFAULT_EXACT_BOOST, DEFAULT_ALIAS_BOOST)
+        breakdown = self.breakdown(lexical_terms, item, exact_boost, alias_boost)
         return Hit(entry_id, lexical + breakdown["exact"] + breakdown["alias"], breakdown)
 
 

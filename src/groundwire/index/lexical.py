@@ -383,16 +383,14 @@ class LexicalIndex:
             tfs = np.array([_tf(post, term, doc) for post in self.field_postings], np.float64)
             if not tfs.any():
                 continue
-            norms = np.array(
-                [
-                    1.0 - b + b * self.lengths[f, doc] / stats.avg_length[f]
-                    for f in range(len(self.fields))
-                ],
-                dtype=np.float64,
-            )
+            hit = tfs > 0
+            # Only fields holding the term contribute; an empty field's norm may be 0.
+            norms = np.where(hit, 1.0 - b + b * self.lengths[:, doc] / stats.avg_length, 1.0)
             if self.scoring == "bm25f":
-                parts = self.weights * tfs / norms
-                pseudo = parts.sum()
+                parts = np.where(hit, self.weights * tfs / norms, 0.0)
+                pseudo = float(parts.sum())
+                if pseudo <= 0.0:  # the term occurs only in weight-0 fields
+                    continue
                 row_df = float(self.indptr[term + 1] - self.indptr[term])
                 total = float(idf(float(stats.n_docs), row_df)) * pseudo * (k1 + 1) / (pseudo + k1)
                 shares = parts / pseudo * total
@@ -401,8 +399,8 @@ class LexicalIndex:
                     [float(p.indptr[term + 1] - p.indptr[term]) for p in self.field_postings]
                 )
                 field_idf = idf(stats.doc_count.astype(np.float64), dfs)
-                shares = self.weights * field_idf * tfs * (k1 + 1) / (tfs + k1 * norms)
-                shares = np.where(tfs > 0, shares, 0.0)
+                saturation = np.where(hit, tfs + k1 * norms, 1.0)
+                shares = np.where(hit, self.weights * field_idf * tfs * (k1 + 1) / saturation, 0.0)
             for f, name in enumerate(self.fields):
                 out[name] += float(shares[f]) * count
         return out

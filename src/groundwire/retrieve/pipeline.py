@@ -24,7 +24,7 @@ from groundwire.index.lexical import MaskArray
 from groundwire.model import Confidence, KnowledgeEntry, Scope, ScoredEntry, Turn
 from groundwire.retrieve.confidence import classify_confidence
 
-__all__ = ["RetrievalRequest", "Selection", "lexical_text", "retrieve"]
+__all__ = ["RetrievalRequest", "Selection", "lexical_segments", "lexical_text", "retrieve"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +46,16 @@ class Selection:
     confidence: Confidence
 
 
-def lexical_text(query: str, turns: Sequence[Turn], config: RetrievalConfig) -> str:
-    """The text BM25 searches: the query plus the latest turns, each capped in length."""
+def lexical_segments(query: str, turns: Sequence[Turn], config: RetrievalConfig) -> list[str]:
+    """What BM25 searches: the query plus the latest turns, each capped in length."""
     recent = list(turns)[-config.recent_turns :] if config.recent_turns else []
     parts = [query, *(turn.text[: config.turn_chars] for turn in recent)]
-    return "\n".join(part for part in parts if part)
+    return [part for part in parts if part]
+
+
+def lexical_text(query: str, turns: Sequence[Turn], config: RetrievalConfig) -> str:
+    """The lexical segments as one text (for display and diagnostics)."""
+    return "\n".join(lexical_segments(query, turns, config))
 
 
 def _check_request(request: RetrievalRequest, config: RetrievalConfig) -> None:
@@ -73,7 +78,10 @@ def retrieve(
     _check_request(request, config)
     analyzer = kb.analyzer
     query_terms = analyzer.tokens(request.query)  # A
-    lexical_terms = analyzer.tokens(lexical_text(request.query, request.recent_turns, config))  # C
+    segments = lexical_segments(request.query, request.recent_turns, config)  # C
+    lexical_terms = tuple(
+        term for segment in segments for term in kb.lexical_terms(analyzer.tokens(segment))
+    )
     mask = kb.eligibility(request.scope, blocked_domains, allow)  # D
     ranked, _ = kb.rank(  # B, E, F, G
         lexical_terms,

@@ -12,13 +12,13 @@ import re
 import sys
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import Stemmer
 
 from groundwire.config import STEM_CACHE_SIZE, AnalyzerConfig
 from groundwire.errors import ConfigError
-from groundwire.text.stopwords import stopwords_for
+from groundwire.text.stopwords import resolve_stopwords
 
 __all__ = ["Analyzer"]
 
@@ -29,6 +29,8 @@ _CJK = (
 )
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
 _CJK_CHAR = re.compile(f"[{_CJK}]")
+_POSSESSIVE = re.compile("(?<=[^\\W_])['\u2019]s\\b")
+_HYPHENATED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")
 
 
 @functools.cache
@@ -84,13 +86,7 @@ class Analyzer:
 
     def __init__(self, config: AnalyzerConfig | None = None) -> None:
         self.config = config if config is not None else AnalyzerConfig()
-        stop = self.config.stopwords
-        if stop == "default":
-            words: Iterable[str] = stopwords_for(self.config.language)
-        elif stop is None:
-            words = ()
-        else:
-            words = stop
+        words = resolve_stopwords(self.config.stopwords, self.config.language)
         # Stop words are matched after normalization, so normalize the list the same way.
         self._stopwords = frozenset(self.normalize(word) for word in words)
         self._stem: Callable[[list[str]], list[str]] | None = None
@@ -123,16 +119,23 @@ class Analyzer:
 
     def words(self, text: str) -> list[str]:
         """Normalized words, CJK runs as overlapping bigrams; no stop words or stems yet."""
+        config = self.config
         normalized = self.normalize(text)
+        if config.strip_possessives and ("'" in normalized or "\u2019" in normalized):
+            normalized = _POSSESSIVE.sub("", normalized)
         if normalized.isascii():
-            return _ASCII_WORD.findall(normalized)
-        out: list[str] = []
-        bigrams = self.config.cjk_bigrams
-        for cjk, word in _unicode_word().findall(normalized):
-            if cjk:
-                out.extend(_bigrams(cjk) if bigrams else [cjk])
-            else:
-                out.append(word)
+            out: list[str] = _ASCII_WORD.findall(normalized)
+        else:
+            out = []
+            for cjk, word in _unicode_word().findall(normalized):
+                if cjk:
+                    out.extend(_bigrams(cjk) if config.cjk_bigrams else [cjk])
+                else:
+                    out.append(word)
+        if config.join_hyphenated and "-" in normalized:
+            out.extend(match.replace("-", "") for match in _HYPHENATED.findall(normalized))
+        if not config.keep_numbers:
+            out = [word for word in out if not word.isdigit()]
         return out
 
     # -- terms ------------------------------------------------------------------------------

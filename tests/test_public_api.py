@@ -1,0 +1,117 @@
+"""The curated public API: exactly the documented names, sorted, importable; typed package."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+import groundwire
+
+# The documented public API. Adding or removing a name is an API change: update this
+# list, the docs and the changelog together.
+EXPECTED = [
+    "Analyzer",
+    "AnalyzerConfig",
+    "BuildResult",
+    "Citation",
+    "ConfigError",
+    "ContextConfig",
+    "ContextResult",
+    "Document",
+    "GroundingConfig",
+    "GroundingEngine",
+    "GroundingMetadata",
+    "GroundingOutcome",
+    "GroundingStatus",
+    "GroundwireError",
+    "Hit",
+    "IndexSettings",
+    "KnowledgeBase",
+    "KnowledgeBlock",
+    "KnowledgeEntry",
+    "KnowledgeIndexError",
+    "KnowledgeSource",
+    "MissingExtraError",
+    "QueryError",
+    "RetrievalConfig",
+    "RetrievalRequest",
+    "RetrievalResult",
+    "Scope",
+    "ScoredEntry",
+    "Selection",
+    "SnapshotCache",
+    "SourceError",
+    "Turn",
+    "ValidationFailedError",
+    "ValidationIssue",
+    "ValidationReport",
+    "__version__",
+    "assemble_context",
+    "create_grounding_engine",
+    "get_or_build",
+    "load_sources",
+    "normalize_and_validate",
+    "retrieve",
+]
+
+
+def test_all_is_sorted() -> None:
+    assert list(groundwire.__all__) == sorted(groundwire.__all__)
+
+
+def test_all_has_no_duplicates() -> None:
+    assert len(set(groundwire.__all__)) == len(groundwire.__all__)
+
+
+def test_all_is_exactly_the_documented_api() -> None:
+    assert set(groundwire.__all__) == set(EXPECTED)
+    assert list(groundwire.__all__) == EXPECTED
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_each_name_is_importable(name: str) -> None:
+    module = importlib.import_module("groundwire")
+    assert hasattr(module, name)
+    namespace: dict[str, object] = {}
+    exec(f"from groundwire import {name}", namespace)
+    assert namespace[name] is getattr(groundwire, name)
+
+
+def test_star_import_gives_exactly_all() -> None:
+    namespace: dict[str, object] = {}
+    exec("from groundwire import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(EXPECTED)
+
+
+def test_public_classes_claim_the_public_module_or_a_submodule() -> None:
+    for name in EXPECTED:
+        value = getattr(groundwire, name)
+        module = getattr(value, "__module__", None)
+        if module is not None:
+            assert module == "groundwire" or module.startswith("groundwire."), (name, module)
+
+
+def test_errors_form_one_tree() -> None:
+    for name in (
+        "ConfigError",
+        "KnowledgeIndexError",
+        "MissingExtraError",
+        "QueryError",
+        "SourceError",
+        "ValidationFailedError",
+    ):
+        assert issubclass(getattr(groundwire, name), groundwire.GroundwireError)
+    assert issubclass(groundwire.MissingExtraError, ImportError)
+
+
+def test_version_is_a_string() -> None:
+    assert isinstance(groundwire.__version__, str)
+    assert groundwire.__version__.count(".") >= 1
+
+
+def test_py_typed_marker_is_shipped() -> None:
+    package_dir = Path(groundwire.__file__).resolve().parent
+    marker = package_dir / "py.typed"
+    assert marker.is_file()
