@@ -15,11 +15,22 @@ EXPECTED = [
     "Analyzer",
     "AnalyzerConfig",
     "BuildResult",
+    "Chunk",
+    "ChunkSpan",
+    "Chunker",
+    "ChunkingConfig",
     "Citation",
     "ConfigError",
     "ContextConfig",
     "ContextResult",
+    "CorpusResult",
+    "CorpusSource",
     "Document",
+    "EvidenceResult",
+    "EvidenceSettings",
+    "EvidenceSource",
+    "Excerpt",
+    "FetchError",
     "GroundingConfig",
     "GroundingEngine",
     "GroundingMetadata",
@@ -27,12 +38,15 @@ EXPECTED = [
     "GroundingStatus",
     "GroundwireError",
     "Hit",
+    "IndexFormatError",
     "IndexSettings",
     "KnowledgeBase",
     "KnowledgeBlock",
     "KnowledgeEntry",
     "KnowledgeIndexError",
     "KnowledgeSource",
+    "LoadResult",
+    "LoadedDocument",
     "MissingExtraError",
     "QueryError",
     "RetrievalConfig",
@@ -40,7 +54,9 @@ EXPECTED = [
     "RetrievalResult",
     "Scope",
     "ScoredEntry",
+    "Section",
     "Selection",
+    "SkippedSource",
     "SnapshotCache",
     "SourceError",
     "Turn",
@@ -49,11 +65,24 @@ EXPECTED = [
     "ValidationReport",
     "__version__",
     "assemble_context",
+    "build_corpus",
+    "chunk_document",
+    "chunk_settings",
+    "chunk_text",
+    "chunker_for",
+    "chunks_to_documents",
     "create_grounding_engine",
+    "document_settings",
+    "fetch_url",
     "get_or_build",
+    "load_bytes",
+    "load_document",
+    "load_documents",
     "load_sources",
     "normalize_and_validate",
+    "render_evidence",
     "retrieve",
+    "retrieve_evidence",
 ]
 
 
@@ -96,6 +125,8 @@ def test_public_classes_claim_the_public_module_or_a_submodule() -> None:
 def test_errors_form_one_tree() -> None:
     for name in (
         "ConfigError",
+        "FetchError",
+        "IndexFormatError",
         "KnowledgeIndexError",
         "MissingExtraError",
         "QueryError",
@@ -104,6 +135,8 @@ def test_errors_form_one_tree() -> None:
     ):
         assert issubclass(getattr(groundwire, name), groundwire.GroundwireError)
     assert issubclass(groundwire.MissingExtraError, ImportError)
+    assert issubclass(groundwire.IndexFormatError, groundwire.KnowledgeIndexError)
+    assert issubclass(groundwire.FetchError, groundwire.SourceError)
 
 
 def test_version_is_a_string() -> None:

@@ -1,10 +1,15 @@
-"""The ``groundwire`` command line: ground, search, inspect and validate a knowledge base.
+"""The ``groundwire`` command line: ground, search, inspect, validate and evaluate.
 
-Built on the public ``groundwire`` API only. Every command takes ``KB`` (a folder of
-Markdown entries with ``source.yaml``, or a ``.json``/``.yaml`` source file) and prints
-readable output, or JSON with ``--json``. Errors are one ``error: ...`` line on stderr,
-never a traceback: exit code 2 for usage errors (flags, arguments, option values),
-1 for data errors (unreadable or invalid knowledge, a knowledge base that did not build).
+Built on the public ``groundwire`` API (and ``groundwire.eval``) only. Every command
+but ``eval`` takes ``KB`` (a folder of Markdown entries with ``source.yaml``, or a
+``.json``/``.yaml`` source file); ``eval`` takes a BEIR dataset or a knowledge base
+with judged queries. ``ground`` and ``search`` also take documents (a folder without
+``source.yaml``, a file that is not a source file, or a snapshot written by ``ingest``),
+which they load, chunk and index on the fly; ``ingest`` saves such an index. Each
+prints readable output, or JSON with ``--json``. Errors are one ``error: ...`` line on
+stderr, never a traceback: exit code 2 for usage errors
+(flags, arguments, option values), 1 for data errors (unreadable or invalid knowledge
+or evaluation data, a knowledge base that did not build, a missing optional extra).
 
 To add a command, decorate a function with ``@app.command()``, reuse the shared
 argument/option types below, and build output with the ``_*_json`` helpers.
@@ -14,37 +19,67 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NamedTuple, NoReturn
 
 import typer
 from rich import box
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
 import groundwire
 from groundwire import (
+    Chunk,
+    ChunkingConfig,
     ConfigError,
     ContextConfig,
+    EvidenceResult,
     GroundingConfig,
     GroundingEngine,
     GroundingOutcome,
     GroundingStatus,
     GroundwireError,
     Hit,
+    IndexFormatError,
+    IndexSettings,
     KnowledgeBase,
+    KnowledgeEntry,
     KnowledgeSource,
+    LoadedDocument,
     QueryError,
     Scope,
+    SkippedSource,
+    SourceError,
     Turn,
     ValidationFailedError,
     ValidationIssue,
+    chunk_document,
+    chunks_to_documents,
+    load_documents,
     load_sources,
     normalize_and_validate,
+    retrieve_evidence,
 )
+from groundwire.config import EvidenceSettings, chunk_settings
+from groundwire.eval import EvalDataset, EvalReport, evaluate, load_dataset
+from groundwire.eval.metrics import METRICS
+from groundwire.eval.peers import evaluate_bm25s, require_bm25s
+from groundwire.eval.runner import Progress as ProgressCallback
+from groundwire.eval.runner import ratios
+from groundwire.ingest.sources import SOURCE_MANIFEST
 
 __all__ = ["app", "main"]
 
@@ -137,7 +172,18 @@ KbArg = Annotated[
     typer.Argument(
         metavar="KB",
         help="Knowledge base: a folder of Markdown entries with source.yaml, "
-        "or a .json/.yaml source file.",
+        "a .json/.yaml source file, or a snapshot folder written by 'groundwire index'.",
+        show_default=False,
+    ),
+]
+KbOrDocsArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="KB",
+        help="Knowledge base: a folder of Markdown entries with source.yaml, a .json/.yaml "
+        "source file, or a snapshot folder written by 'groundwire index'. Or documents: a "
+        "folder without source.yaml, any other file, or a snapshot written by "
+        "'groundwire ingest'.",
         show_default=False,
     ),
 ]
@@ -184,6 +230,13 @@ def _print_json(data: Any) -> None:
 def _load(kb: Path) -> list[KnowledgeSource]:
     """The knowledge sources at ``kb`` (raises SourceError naming the file)."""
     return load_sources(kb)
+
+
+def _engine(kb: Path, config: GroundingConfig) -> GroundingEngine:
+    """An engine over ``kb``: opened from a snapshot, or built from the sources in ``config``."""
+    if KnowledgeBase.is_snapshot(kb):
+        return GroundingEngine.from_snapshot(kb, config)
+    return GroundingEngine(config)
 
 
 def _parse_turns(values: Sequence[str]) -> tuple[Turn, ...]:
@@ -272,6 +325,13 @@ def _hit_json(hit: Hit) -> dict[str, Any]:
     return {"id": hit.id, "score": hit.score, "breakdown": dict(hit.breakdown)}
 
 
+def _eval_json(ours: EvalReport, peer: EvalReport | None) -> dict[str, Any]:
+    """The 8 report keys; with a peer, ``{"groundwire", "bm25s", "ratios"}``."""
+    if peer is None:
+        return ours.as_dict()
+    return {"groundwire": ours.as_dict(), peer.system: peer.as_dict(), "ratios": ratios(ours, peer)}
+
+
 # -- readable output ------------------------------------------------------------------------
 def _facts(rows: Sequence[tuple[str, str]]) -> Table:
     grid = Table.grid(padding=(0, 2))
@@ -317,9 +377,281 @@ def _print_outcome(outcome: GroundingOutcome, max_tokens: int) -> None:
     )
 
 
+_EVAL_ROWS = {
+    "ndcg@10": "nDCG@10",
+    "recall@100": "recall@100",
+    "mrr@10": "MRR@10",
+    "map@100": "MAP@100",
+    "queries": "queries",
+    "documents": "documents",
+    "index_seconds": "index seconds",
+    "queries_per_second": "queries/second",
+}
+
+
+def _eval_cell(name: str, value: float | int) -> str:
+    if name in METRICS:
+        return f"{value:.4f}"
+    if name == "index_seconds":
+        return f"{value:.2f}"
+    if name == "queries_per_second":
+        return f"{value:,.0f}"
+    return f"{value:,}"
+
+
+def _print_eval(dataset: EvalDataset, reports: Sequence[EvalReport]) -> None:
+    """One row per measure, one column per system (plus the ratio with a peer)."""
+    console = _console()
+    kind = "BEIR dataset" if dataset.kind == "beir" else "knowledge base"
+    judged = f"; judgments: {dataset.qrels_path}" if dataset.qrels_path is not None else ""
+    console.print(Text(f"{dataset.name} ({kind}{judged})"), soft_wrap=True)
+    table = Table("", *(item.system for item in reports), box=box.SIMPLE_HEAD)
+    shares = ratios(reports[0], reports[1]) if len(reports) == 2 else None
+    if shares is not None:
+        table.add_column(f"{reports[0].system} / {reports[1].system}")
+    for column in table.columns[1:]:
+        column.justify = "right"
+    values = [item.as_dict() for item in reports]
+    for name, label in _EVAL_ROWS.items():
+        cells = [_eval_cell(name, row[name]) for row in values]
+        if shares is not None:
+            share = shares.get(name)
+            cells.append("" if name not in shares else "-" if share is None else f"{share:.3f}x")
+        table.add_row(label, *cells)
+    console.print(table)
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Progress]:
+    """A progress display on stderr; silent when disabled or stderr is not a terminal."""
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        refresh_per_second=4,  # light on the timed query loop
+        disable=not enabled or not console.is_terminal,
+    ) as progress:
+        yield progress
+
+
+def _tracker(progress: Progress, system: str, documents: int, queries: int) -> ProgressCallback:
+    """A ``(stage, advance)`` callback moving one system's index and query bars."""
+    tasks = {
+        "index": progress.add_task(f"{system}: indexing", total=documents),
+        "query": progress.add_task(f"{system}: querying", total=queries),
+    }
+
+    def advance(stage: str, count: int) -> None:
+        progress.advance(tasks[stage], count)
+
+    return advance
+
+
 def _top_fields(breakdown: Mapping[str, float], count: int = 3) -> str:
     best = sorted((item for item in breakdown.items() if item[1] > 0), key=lambda i: -i[1])
     return "\n".join(f"{name} {value:.1f}" for name, value in best[:count]) or "-"
+
+
+# -- documents --------------------------------------------------------------------------------
+#: Files that are knowledge source files (as before documents were accepted), not documents.
+_SOURCE_FILE_SUFFIXES = frozenset({".json", ".yaml", ".yml"})
+#: Folders load_sources does not walk when it looks for source.yaml.
+_NOT_WALKED = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
+_EVIDENCE_REASONS = {
+    "no-match": "no document matched the query",
+    "below-min-score": "no excerpt scored at least --min-score",
+    "too-few-sources": "fewer distinct documents matched than --min-sources",
+    "budget-exhausted": "the excerpts do not fit in the token budget",
+}
+_EVIDENCE_DEFAULTS = EvidenceSettings()
+
+
+class _Documents(NamedTuple):
+    """An index of document chunks and how it was made (for the summary)."""
+
+    kb: KnowledgeBase
+    files: int
+    chunks: int
+    skipped: tuple[SkippedSource, ...]
+
+
+def _is_chunk(entry: KnowledgeEntry) -> bool:
+    meta = entry.metadata
+    return isinstance(meta.get("source_id"), str) and isinstance(meta.get("start"), int)
+
+
+def _has_manifest(folder: Path) -> bool:
+    """Whether a source.yaml sits in ``folder`` or below it, where load_sources looks."""
+    for _, dirnames, filenames in os.walk(folder):
+        if SOURCE_MANIFEST in filenames:
+            return True
+        dirnames[:] = [name for name in dirnames if name not in _NOT_WALKED]
+    return False
+
+
+def _is_documents(path: Path) -> bool:
+    """Whether ``path`` names documents rather than a knowledge base (see docs/CLI.md).
+
+    A missing path is a knowledge base, so it is reported exactly as before.
+    """
+    if path.is_file():
+        return path.suffix.lower() not in _SOURCE_FILE_SUFFIXES
+    if not path.is_dir():
+        return False
+    if KnowledgeBase.is_snapshot(path):
+        try:  # a cheap look at the first entry; the full load verifies everything
+            peek = KnowledgeBase.load(path, verify="manifest")
+            return len(peek) > 0 and _is_chunk(peek.entry(0))
+        except GroundwireError:
+            return False  # the knowledge base path reports the damage
+    return not _has_manifest(path)
+
+
+def _chunk_all(
+    documents: Sequence[LoadedDocument], config: ChunkingConfig, advance: Any = None
+) -> tuple[list[Chunk], int, list[SkippedSource]]:
+    """Every document's chunks, the documents chunked, and those skipped (too many chunks)."""
+    chunks: list[Chunk] = []
+    skipped: list[SkippedSource] = []
+    for document in documents:
+        try:
+            chunks.extend(chunk_document(document, config))
+        except SourceError as exc:
+            skipped.append(SkippedSource(document.path, str(exc)))
+        if advance is not None:
+            advance()
+    return chunks, len(documents) - len(skipped), skipped
+
+
+def _nothing_to_index(paths: Sequence[Path], skipped: Sequence[SkippedSource]) -> str:
+    where = ", ".join(str(path) for path in paths)
+    if not skipped:
+        return f"{where}: no documents to index (no files found)"
+    first = skipped[0]
+    return (
+        f"{where}: no documents to index; {_plural(len(skipped), 'file')} skipped, "
+        f"first {first.path}: {first.reason}"
+    )
+
+
+def _documents(path: Path) -> _Documents:
+    """Load, chunk and index documents (or open an ingested snapshot)."""
+    if KnowledgeBase.is_snapshot(path):
+        kb = KnowledgeBase.load(path)
+        files = len({str(entry.metadata.get("source_id")) for entry in kb})
+        return _Documents(kb, files, len(kb), ())
+    loaded = load_documents(path)
+    chunks, files, failed = _chunk_all(loaded.documents, ChunkingConfig())
+    skipped = (*loaded.skipped, *failed)
+    if not chunks:
+        _fail(_nothing_to_index([path], skipped))
+    kb = KnowledgeBase.from_documents(chunks_to_documents(chunks), chunk_settings())
+    return _Documents(kb, files, len(chunks), skipped)
+
+
+def _reject_options(documents: bool, **given: Any) -> None:
+    """A usage error for a given option that does not apply to this kind of ``KB``."""
+    for name, value in given.items():
+        if value is not None and value != []:
+            option = "--" + name.replace("_", "-")
+            kind, other = (
+                ("knowledge bases", "documents (no source.yaml)")
+                if documents
+                else ("documents", "a knowledge base")
+            )
+            raise typer.BadParameter(
+                f"it applies to {kind} only, and KB is {other}", param_hint=f"'{option}'"
+            )
+
+
+def _skipped_json(skipped: Sequence[SkippedSource]) -> list[dict[str, str]]:
+    return [{"path": item.path, "reason": item.reason} for item in skipped]
+
+
+def _evidence_json(result: EvidenceResult, docs: _Documents, duration_ms: float) -> dict[str, Any]:
+    return {
+        "status": result.status,
+        "reason": result.reason,
+        "block": result.text if result.ready else None,
+        "citations": [citation.tag for citation in result.citations],
+        "excerpts": [
+            {
+                "id": excerpt.id,
+                "chunk_ids": list(excerpt.chunk_ids),
+                "source": excerpt.source_id,
+                "path": excerpt.path,
+                "heading": excerpt.heading,
+                "span": [excerpt.start, excerpt.end],
+                "version": excerpt.version,
+                "sha256": excerpt.sha256,
+                "score": excerpt.score,
+                "cut": excerpt.cut,
+                "text": excerpt.text,
+            }
+            for excerpt in result.excerpts
+        ],
+        "metadata": {
+            "tokens": result.tokens,
+            "max_tokens": result.settings.max_total_tokens,
+            "candidate_count": result.candidate_count,
+            "candidates_truncated": result.candidates_truncated,
+            "context_truncated": result.context_truncated,
+            "sources": len(result.source_ids),
+            "duration_ms": round(duration_ms, 3),
+        },
+        "settings": result.settings.as_dict(),
+        "documents": {
+            "files": docs.files,
+            "chunks": docs.chunks,
+            "skipped": _skipped_json(docs.skipped),
+        },
+    }
+
+
+def _print_evidence(result: EvidenceResult, docs: _Documents, duration_ms: float) -> None:
+    console = _console()
+    if result.ready:
+        console.rule("Evidence block")
+        console.print(Text(result.text), soft_wrap=True)
+        console.rule("Citations")
+        for excerpt in result.excerpts:
+            line = Text(excerpt.citation.tag)
+            line.append(f"  {excerpt.path} {excerpt.start}-{excerpt.end}", style="dim")
+            if excerpt.heading:
+                line.append(f"  {excerpt.heading}", style="dim")
+            console.print(line, soft_wrap=True)
+    else:
+        reason = result.reason or "no-match"
+        console.print(Text(f"No evidence ({reason}): {_EVIDENCE_REASONS[reason]}", style="yellow"))
+    console.rule("Metadata")
+    settings = result.settings
+    console.print(
+        _facts(
+            [
+                ("status", result.status),
+                ("reason", result.reason or "-"),
+                (
+                    "documents",
+                    f"{_plural(docs.files, 'file')}, {_plural(docs.chunks, 'chunk')}, "
+                    f"{len(docs.skipped)} skipped",
+                ),
+                (
+                    "excerpts",
+                    f"{len(result.excerpts)} from {_plural(len(result.source_ids), 'source')}",
+                ),
+                ("candidates", str(result.candidate_count)),
+                ("tokens", f"{result.tokens} of {settings.max_total_tokens}"),
+                ("truncated", "yes" if result.truncated else "no"),
+                ("duration", f"{duration_ms:.1f} ms"),
+            ]
+        )
+    )
+    for item in docs.skipped:
+        console.print(Text(f"skipped {item.path}: {item.reason}", style="yellow"), soft_wrap=True)
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -347,9 +679,12 @@ def _root(
     """
 
 
+_DOCS_ONLY = "Documents only:"
+
+
 @app.command()
 def ground(
-    kb: KbArg,
+    kb: KbOrDocsArg,
     query: QueryArg,
     integration: Annotated[
         list[str] | None,
@@ -377,6 +712,46 @@ def ground(
             show_default=False,
         ),
     ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            "-n",
+            metavar="K",
+            help=f"{_DOCS_ONLY} most excerpts [default: {_EVIDENCE_DEFAULTS.limit}].",
+            show_default=False,
+        ),
+    ] = None,
+    max_excerpt_chars: Annotated[
+        int | None,
+        typer.Option(
+            "--max-excerpt-chars",
+            metavar="N",
+            help=f"{_DOCS_ONLY} longest excerpt in characters "
+            f"[default: {_EVIDENCE_DEFAULTS.max_excerpt_chars}].",
+            show_default=False,
+        ),
+    ] = None,
+    min_score: Annotated[
+        float | None,
+        typer.Option(
+            "--min-score",
+            metavar="S",
+            help=f"{_DOCS_ONLY} lowest BM25 score an excerpt may have "
+            f"[default: {_EVIDENCE_DEFAULTS.min_score:g}].",
+            show_default=False,
+        ),
+    ] = None,
+    min_sources: Annotated[
+        int | None,
+        typer.Option(
+            "--min-sources",
+            metavar="N",
+            help=f"{_DOCS_ONLY} distinct documents needed for a ready result "
+            f"[default: {_EVIDENCE_DEFAULTS.min_sources}].",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Select the knowledge one turn needs and print the block an LLM would receive.
@@ -384,17 +759,32 @@ def ground(
     Shows the knowledge block, its citations and the grounding metadata.
     When no block comes back, the failure reason says why.
     Exits 1 only when grounding could not run (index-not-ready, timeout, error).
+
+    For documents, prints the evidence block (quoted excerpts with spans), its
+    citations, and the status: ready, or insufficient with the reason.
     """
+    documents_only = {
+        "limit": limit,
+        "max_excerpt_chars": max_excerpt_chars,
+        "min_score": min_score,
+        "min_sources": min_sources,
+    }
+    if _is_documents(kb):
+        _reject_options(True, integration=integration, blocked_domain=blocked_domain, turn=turn)
+        given = {name: value for name, value in documents_only.items() if value is not None}
+        _ground_documents(kb, query, as_json, max_total_tokens=max_tokens, **given)
+        return
+    _reject_options(False, **documents_only)
     turns = _parse_turns(turn or ())
     config = GroundingConfig(
-        sources=_load(kb),
+        sources=() if KnowledgeBase.is_snapshot(kb) else _load(kb),
         blocked_domains=tuple(blocked_domain or ()),
         context=ContextConfig(max_tokens=max_tokens),
     )
     limit = config.retrieval.max_query_chars
     if len(query) > limit:  # the engine would fail open; on the command line it is a usage error
         raise QueryError(f"query has {len(query):,} characters, over the limit of {limit:,}")
-    with GroundingEngine(config) as engine:
+    with _engine(kb, config) as engine:
         engine.ready()
         outcome = engine.ground(query, recent_turns=turns, scope=Scope(tuple(integration or ())))
         status = engine.status()
@@ -409,9 +799,25 @@ def ground(
         _fail(_REASONS[str(reason)])
 
 
+def _ground_documents(path: Path, query: str, as_json: bool, **options: Any) -> None:
+    """Evidence for ``query`` from the documents at ``path`` (options: retrieve_evidence's)."""
+    EvidenceSettings(**options)  # bad values are usage errors before any file is read
+    longest = _EVIDENCE_DEFAULTS.max_query_chars
+    if len(query) > longest:
+        raise QueryError(f"query has {len(query):,} characters, over the limit of {longest:,}")
+    docs = _documents(path)
+    started = time.perf_counter()
+    result = retrieve_evidence(docs.kb, query, **options)
+    duration_ms = (time.perf_counter() - started) * 1000
+    if as_json:
+        _print_json(_evidence_json(result, docs, duration_ms))
+    else:
+        _print_evidence(result, docs, duration_ms)
+
+
 @app.command()
 def search(
-    kb: KbArg,
+    kb: KbOrDocsArg,
     query: QueryArg,
     integration: Annotated[
         list[str] | None,
@@ -429,12 +835,23 @@ def search(
     ] = 10,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rank entries for a query and explain each score (no context, no expansion)."""
-    sources = _load(kb)
-    try:
-        index = KnowledgeBase.from_sources(sources)
-    except ValidationFailedError as exc:
-        _fail(str(exc) + _validate_hint(kb))
+    """Rank entries for a query and explain each score (no context, no expansion).
+
+    For documents, ranks their chunks; skipped files are listed as warnings on stderr.
+    """
+    if _is_documents(kb):
+        _reject_options(True, integration=integration, blocked_domain=blocked_domain)
+        docs = _documents(kb)
+        for item in docs.skipped:
+            _echo_line("warning", f"skipped {item.path}: {item.reason}")
+        index = docs.kb
+    elif KnowledgeBase.is_snapshot(kb):
+        index = KnowledgeBase.load(kb)
+    else:
+        try:
+            index = KnowledgeBase.from_sources(_load(kb))
+        except ValidationFailedError as exc:
+            _fail(str(exc) + _validate_hint(kb))
     scope = None if integration is None else Scope(tuple(integration))
     hits = index.search(query, k=limit, scope=scope, blocked_domains=tuple(blocked_domain or ()))
     if as_json:
@@ -459,11 +876,19 @@ def search(
 def status(kb: KbArg, as_json: JsonOpt = False) -> None:
     """Build the knowledge base as the grounding engine does and report its status.
 
-    Exits 1 when the knowledge base is not ready (for example, it failed validation).
+    Exits 1 when the knowledge base is not ready (for example, it failed validation,
+    or a snapshot failed its checks).
     """
-    with GroundingEngine(GroundingConfig(sources=_load(kb))) as engine:
-        engine.ready()
-        state = engine.status()
+    if KnowledgeBase.is_snapshot(kb):
+        try:
+            with GroundingEngine.from_snapshot(kb) as engine:
+                state = engine.status()
+        except IndexFormatError as exc:
+            state = GroundingStatus(True, False, 0, f"{type(exc).__name__}: {exc}", ())
+    else:
+        with GroundingEngine(GroundingConfig(sources=_load(kb))) as engine:
+            engine.ready()
+            state = engine.status()
     if as_json:
         _print_json(_status_json(state))
     else:
@@ -490,29 +915,323 @@ def status(kb: KbArg, as_json: JsonOpt = False) -> None:
 def validate(kb: KbArg, as_json: JsonOpt = False) -> None:
     """Check every entry and print one line per issue, naming file, source, entry and field.
 
-    Exits 1 when any issue is an error; warnings alone exit 0.
+    A snapshot folder is verified instead (every checksum and bound); its build's
+    warnings are listed. Exits 1 when any issue is an error; warnings alone exit 0.
     """
-    report = normalize_and_validate(_load(kb))
+    if KnowledgeBase.is_snapshot(kb):
+        snapshot = KnowledgeBase.load(kb, verify="full")  # IndexFormatError: one line, exit 1
+        entries, issues = len(snapshot), snapshot.issues
+        note = " (snapshot verified: checksums and bounds)"
+    else:
+        report = normalize_and_validate(_load(kb))
+        entries, issues, note = len(report.entries), report.issues, ""
+    errors = sum(1 for issue in issues if issue.severity == "error")
+    ok = errors == 0
     if as_json:
         _print_json(
-            {
-                "ok": report.ok,
-                "entries": len(report.entries),
-                "issues": [_issue_json(issue) for issue in report.issues],
-            }
+            {"ok": ok, "entries": entries, "issues": [_issue_json(issue) for issue in issues]}
         )
     else:
         console = _console()
-        _print_issues(console, report.issues)
+        _print_issues(console, issues)
         counts = [
-            _plural(len(report.entries), "valid entry", "valid entries"),
-            _plural(len(report.errors), "error"),
-            _plural(len(report.warnings), "warning"),
+            _plural(entries, "valid entry", "valid entries"),
+            _plural(errors, "error"),
+            _plural(len(issues) - errors, "warning"),
         ]
-        verdict = "ok" if report.ok else "failed"
-        console.print(Text(f"{verdict}: {', '.join(counts)}", style="bold"))
-    if not report.ok:
+        verdict = "ok" if ok else "failed"
+        console.print(Text(f"{verdict}: {', '.join(counts)}{note}", style="bold"))
+    if not ok:
         raise typer.Exit(EXIT_DATA)
+
+
+SourcesArg = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="SOURCES...",
+        help="Knowledge bases to index together: folders of Markdown entries with "
+        "source.yaml, or .json/.yaml source files.",
+        show_default=False,
+    ),
+]
+
+
+def _index_json(out: Path, built: float, saved: float, warnings: int) -> dict[str, Any]:
+    """The summary of a written snapshot, from its manifest (a documented file format)."""
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    files = manifest["files"].values()
+    return {
+        "path": str(out),
+        "format_version": manifest["format_version"],
+        "entries": manifest["counts"]["entries"],
+        "terms": manifest["counts"]["terms"],
+        "files": len(files) + 1,
+        "bytes": sum(item["bytes"] for item in files) + (out / "manifest.json").stat().st_size,
+        "source_manifest_hash": manifest["source_manifest_hash"],
+        "warnings": warnings,
+        "build_seconds": round(built, 3),
+        "save_seconds": round(saved, 3),
+    }
+
+
+@app.command()
+def index(
+    sources: SourcesArg,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="PATH",
+            help="Snapshot folder to write. An existing snapshot there is replaced "
+            "atomically; any other existing folder is refused.",
+            show_default=False,
+        ),
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate and index knowledge bases once, and save the snapshot to PATH.
+
+    Every other command (and GroundingEngine.from_snapshot) opens the snapshot in
+    milliseconds instead of rebuilding. Nothing is written when validation fails;
+    a failed write leaves an existing snapshot at PATH intact.
+    """
+    loaded = [source for path in sources for source in _load(path)]
+    report = normalize_and_validate(loaded)
+    if not report.ok:
+        hint = _validate_hint(sources[0]) if len(sources) == 1 else ""
+        _fail(str(ValidationFailedError(report.issues)) + hint)
+    with _progress(not as_json) as progress:
+        task = progress.add_task("indexing", total=len(report.entries))
+        started = time.perf_counter()
+        snapshot = KnowledgeBase(
+            report.entries,
+            IndexSettings(),
+            issues=report.issues,
+            progress=lambda count: progress.advance(task, count),
+        )
+        built = time.perf_counter() - started
+        progress.add_task("saving", total=None)
+        started = time.perf_counter()
+        snapshot.save(out)
+        saved = time.perf_counter() - started
+    summary = _index_json(out, built, saved, len(report.warnings))
+    if as_json:
+        _print_json(summary)
+        return
+    _console().print(
+        _facts(
+            [
+                ("snapshot", summary["path"]),
+                ("entries", f"{summary['entries']:,}"),
+                ("terms", f"{summary['terms']:,}"),
+                ("files", f"{summary['files']} ({summary['bytes']:,} bytes)"),
+                ("source hash", summary["source_manifest_hash"]),
+                ("warnings", str(summary["warnings"])),
+                ("build", f"{built:.2f} s"),
+                ("save", f"{saved:.2f} s"),
+            ]
+        )
+    )
+
+
+DocumentsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="PATH...",
+        help="Documents to ingest together: files, and folders walked recursively "
+        "(Markdown/MDX, HTML, JSON, LaTeX, text, CSV/YAML/XML, source code, PDF).",
+        show_default=False,
+    ),
+]
+_CHUNKING = ChunkingConfig()
+
+
+def _ingest_json(
+    out: Path, files: int, chunks: int, bytes_read: int, skipped: Sequence[SkippedSource]
+) -> dict[str, Any]:
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    return {
+        "path": str(out),
+        "files": files,
+        "chunks": chunks,
+        "bytes_read": bytes_read,
+        "skipped": _skipped_json(skipped),
+        "terms": manifest["counts"]["terms"],
+        "source_manifest_hash": manifest["source_manifest_hash"],
+    }
+
+
+@app.command()
+def ingest(
+    paths: DocumentsArg,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="Snapshot folder to write. An existing snapshot there is replaced "
+            "atomically; any other existing folder is refused.",
+            show_default=False,
+        ),
+    ],
+    chunk_size: Annotated[
+        int,
+        typer.Option("--chunk-size", metavar="N", help="Longest chunk, in characters."),
+    ] = _CHUNKING.size,
+    chunk_overlap: Annotated[
+        int,
+        typer.Option(
+            "--chunk-overlap",
+            metavar="N",
+            help="Characters consecutive chunks of one split section share (under half "
+            "of --chunk-size).",
+        ),
+    ] = _CHUNKING.overlap,
+    as_json: JsonOpt = False,
+) -> None:
+    """Load, chunk and index documents once, and save the snapshot to DIR.
+
+    Shows a progress bar, then a summary: files, chunks, and every skipped file with the
+    reason. 'groundwire ground DIR' and 'groundwire search DIR' then answer from it.
+    Nothing is written when no document could be loaded.
+    """
+    config = ChunkingConfig(size=chunk_size, overlap=chunk_overlap)
+    with _progress(not as_json) as progress:
+        reading = progress.add_task("loading", total=None)
+
+        def loaded(done: int, total: int) -> None:
+            progress.update(reading, completed=done, total=total)
+
+        started = time.perf_counter()
+        result = load_documents(paths, progress=loaded)
+        chunking = progress.add_task("chunking", total=len(result.documents))
+        chunks, files, failed = _chunk_all(
+            result.documents, config, lambda: progress.advance(chunking)
+        )
+        skipped = (*result.skipped, *failed)
+        if not chunks:
+            _fail(_nothing_to_index(paths, skipped))
+        load_seconds = time.perf_counter() - started
+        indexing = progress.add_task("indexing", total=len(chunks))
+        started = time.perf_counter()
+        kb = KnowledgeBase.from_documents(
+            chunks_to_documents(chunks),
+            chunk_settings(),
+            progress=lambda count: progress.advance(indexing, count),
+        )
+        index_seconds = time.perf_counter() - started
+        progress.add_task("saving", total=None)
+        started = time.perf_counter()
+        kb.save(out)
+        save_seconds = time.perf_counter() - started
+    summary = _ingest_json(out, files, len(chunks), result.bytes_read, skipped)
+    summary.update(
+        load_seconds=round(load_seconds, 3),
+        index_seconds=round(index_seconds, 3),
+        save_seconds=round(save_seconds, 3),
+    )
+    if as_json:
+        _print_json(summary)
+        return
+    console = _console()
+    console.print(
+        _facts(
+            [
+                ("snapshot", summary["path"]),
+                ("files", f"{files:,} ({result.bytes_read:,} bytes)"),
+                ("chunks", f"{len(chunks):,}"),
+                ("skipped", str(len(skipped))),
+                ("terms", f"{summary['terms']:,}"),
+                ("source hash", summary["source_manifest_hash"]),
+                ("load", f"{load_seconds:.2f} s"),
+                ("index", f"{index_seconds:.2f} s"),
+                ("save", f"{save_seconds:.2f} s"),
+            ]
+        )
+    )
+    for item in skipped:
+        console.print(Text(f"skipped {item.path}: {item.reason}", style="yellow"), soft_wrap=True)
+
+
+DatasetArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="DATASET",
+        help="A BEIR dataset folder (corpus.jsonl or corpus.jsonl.gz, queries.jsonl, "
+        "qrels/SPLIT.tsv), or a knowledge base whose queries.jsonl and qrels.tsv sit in "
+        "it or in a sibling DATASET-eval folder.",
+        show_default=False,
+    ),
+]
+
+
+@app.command("eval")
+def eval_(
+    dataset: DatasetArg,
+    split: Annotated[
+        str,
+        typer.Option("--split", metavar="NAME", help="BEIR qrels split: reads qrels/NAME.tsv."),
+    ] = "test",
+    queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--queries",
+            metavar="FILE",
+            help='Queries JSON Lines file ({"_id", "text"} per line), instead of the one found.',
+            show_default=False,
+        ),
+    ] = None,
+    qrels: Annotated[
+        Path | None,
+        typer.Option(
+            "--qrels",
+            metavar="FILE",
+            help="Relevance judgments (query-id, corpus-id, score; TSV), instead of the one found.",
+            show_default=False,
+        ),
+    ] = None,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare",
+            help="Also run bm25s (Lucene BM25, k1 1.5, b 0.75, the same stemmer and stop "
+            "words) on the same data and print both rows and the ratios; needs "
+            "pip install 'groundwire\\[bench]'.",  # rich would read [bench] as markup
+            show_default=False,
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Measure ranking quality and speed on judged queries.
+
+    Indexes the documents (or knowledge base entries), runs every judged query one at
+    a time (top 100) and reports nDCG@10, recall@100, MRR@10 and MAP@100 (trec_eval
+    definitions), the numbers of queries and documents, index build seconds and
+    queries/second.
+    """
+    if compare:
+        require_bm25s()  # fail before minutes of indexing, not after
+    data = load_dataset(dataset, split=split, queries=queries, qrels=qrels)
+    reports: list[EvalReport] = []
+    with _progress(not as_json) as progress:
+        try:
+            reports.append(
+                evaluate(
+                    data,
+                    progress=_tracker(progress, "groundwire", data.size, len(data.queries)),
+                )
+            )
+        except ValidationFailedError as exc:
+            _fail(str(exc) + _validate_hint(dataset))
+        if compare:
+            tracker = _tracker(progress, "bm25s", data.size, len(data.queries))
+            reports.append(evaluate_bm25s(data, progress=tracker))
+    if as_json:
+        _print_json(_eval_json(reports[0], reports[1] if compare else None))
+    else:
+        _print_eval(data, reports)
 
 
 def main() -> None:

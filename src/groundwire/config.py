@@ -18,7 +18,9 @@ from groundwire.model import KnowledgeSource
 
 __all__ = [
     "AnalyzerConfig",
+    "ChunkingConfig",
     "ContextConfig",
+    "EvidenceSettings",
     "GroundingConfig",
     "IndexSettings",
     "RetrievalConfig",
@@ -39,8 +41,9 @@ DEFAULT_DOCUMENT_FIELD_WEIGHTS: Final[Mapping[str, float]] = MappingProxyType(
 DEFAULT_DOCUMENT_SCORING: Final = "bm25f"
 #: The fields an entry is indexed under, in a fixed order (the breakdown keys).
 ENTRY_FIELDS: Final[tuple[str, ...]] = ("title", "aliases", "keywords", "summary", "body")
-#: Fields a field_weights mapping may name: the entry fields plus derived term pairs.
-INDEX_FIELDS: Final[tuple[str, ...]] = (*ENTRY_FIELDS, "bigrams")
+#: Fields a field_weights mapping may name: the entry fields, code symbols of document
+#: chunks (``metadata["symbols"]``: function/class names people type exactly), term pairs.
+INDEX_FIELDS: Final[tuple[str, ...]] = (*ENTRY_FIELDS, "symbols", "bigrams")
 #: BM25 term-frequency saturation; 1.2-2.0 is the usual range, 1.5 a common middle.
 DEFAULT_K1: Final = 1.5
 #: BM25 length normalisation; 0.75 is the long-standing default across engines.
@@ -94,6 +97,80 @@ MAX_SOURCE_FILE_BYTES: Final = 32 * 1024 * 1024
 MAX_ENTRIES: Final = 2_000_000
 #: Longest text accepted in one entry field.
 MAX_FIELD_CHARS: Final = 2_000_000
+
+# --- Documents: loaders, URL fetcher, chunking, repository corpus ---------------------------
+#: Largest document file read: a long manual or PDF fits; bigger is a dump or a binary.
+MAX_DOCUMENT_BYTES: Final = 10 * 1024 * 1024
+#: Bytes read across one load of files and folders: keeps one ingest within memory.
+MAX_TOTAL_DOCUMENT_BYTES: Final = 256 * 1024 * 1024
+#: Documents one load may return: a docs site or a repository, not a crawl of a disk.
+MAX_DOCUMENTS: Final = 100_000
+#: Folders never walked into: VCS metadata, dependencies, virtualenvs, build output, caches.
+EXCLUDED_DIRS: Final[frozenset[str]] = frozenset(
+    {
+        *(".git", ".hg", ".svn", ".bzr", "node_modules", "bower_components", "jspm_packages"),
+        *(".venv", "venv", "site-packages", "__pycache__", ".tox", ".nox", ".eggs"),
+        *(".mypy_cache", ".pytest_cache", ".ruff_cache", ".cache", "dist", "build", "target"),
+        *("vendor", "third_party", ".next", ".nuxt", ".svelte-kit", "coverage", "htmlcov"),
+    }
+)
+#: Seconds one URL fetch may take in all (connect, redirects, body): pages, not downloads.
+DEFAULT_FETCH_TIMEOUT: Final = 30.0
+#: Largest body a fetch accepts (Content-Length and streamed bytes): same as one document.
+DEFAULT_FETCH_MAX_BYTES: Final = MAX_DOCUMENT_BYTES
+#: Redirects a fetch follows: enough for http→https and a moved page, not a loop.
+DEFAULT_MAX_REDIRECTS: Final = 5
+#: Chunk size in code points: ~400 tokens, so several excerpts fit one context budget.
+DEFAULT_CHUNK_SIZE: Final = 1_600
+#: Code points shared by consecutive chunks of one split section, so no sentence is lost.
+DEFAULT_CHUNK_OVERLAP: Final = 200
+#: Chunks one document may produce; past it the document is refused, never cut silently.
+DEFAULT_MAX_CHUNKS: Final = 10_000
+#: JSON nesting levels split into members (keys form the trail) before plain cutting.
+JSON_SPLIT_DEPTH: Final = 4
+#: Largest chunk size accepted: beyond this a chunk is a document, not an excerpt.
+MAX_CHUNK_SIZE: Final = 1_000_000
+#: Largest max_chunks accepted: bounds memory whatever a caller configures.
+MAX_CHUNKS_LIMIT: Final = 1_000_000
+#: Largest file a repository corpus reads: source and docs; larger files are generated.
+CORPUS_MAX_FILE_BYTES: Final = 1024 * 1024
+#: Bytes a repository corpus reads in all: a curated allow-list, not a whole monorepo.
+CORPUS_MAX_TOTAL_BYTES: Final = 64 * 1024 * 1024
+#: Seconds ``git check-ignore`` may run before the corpus fails closed.
+GIT_TIMEOUT_SECONDS: Final = 30.0
+#: Weight of a chunk's code symbols (names it defines) when indexing chunks: a definition
+#: outweighs a mention in the body (1) but not the document title and heading trail (3).
+DEFAULT_SYMBOLS_WEIGHT: Final = 2.0
+
+# --- Evidence: bounded, authorized excerpts of documents ---------------------------------
+#: Excerpts one evidence result holds: a few sources' worth, still quick to read and cite.
+DEFAULT_EVIDENCE_LIMIT: Final = 5
+#: Most excerpts one result may ask for: past this it is a document dump, not evidence.
+MAX_EVIDENCE_LIMIT: Final = 100
+#: Longest excerpt in code points: most of one chunk (1,600), cut around its best words.
+DEFAULT_MAX_EXCERPT_CHARS: Final = 1_200
+#: Largest excerpt bound accepted: several merged chunks, still an excerpt.
+MAX_EXCERPT_CHARS: Final = 20_000
+#: Token budget of the whole evidence block (wrapper, question, JSON lines): as for entries.
+DEFAULT_EVIDENCE_MAX_TOKENS: Final = DEFAULT_MAX_TOKENS
+#: Largest evidence budget accepted: the context window of today's largest models.
+MAX_EVIDENCE_TOKENS: Final = 1_000_000
+#: Lowest BM25 score an excerpt may have; 0 keeps every match (scores are corpus-relative,
+#: so calibrate a threshold per corpus rather than reusing one across corpora).
+DEFAULT_MIN_SCORE: Final = 0.0
+#: Distinct sources a ready result needs: one source can answer most questions.
+DEFAULT_MIN_SOURCES: Final = 1
+#: Ranked chunks considered before merging and diversity: enough for the limit several
+#: times over, bounded so one query never walks a whole corpus.
+DEFAULT_EVIDENCE_CANDIDATES: Final = 64
+#: Most candidates one result may consider.
+MAX_EVIDENCE_CANDIDATES: Final = 1_000
+
+# --- Snapshots ---------------------------------------------------------------------------------
+#: Largest snapshot manifest read: it holds settings, counts and one line per file, never data.
+DEFAULT_MAX_MANIFEST_BYTES: Final = 32 * 1024 * 1024
+#: Largest single snapshot file accepted: far above a 1M-document index (~3 GiB).
+DEFAULT_MAX_ARRAY_BYTES: Final = 64 * 1024**3
 
 # --- Analysis ----------------------------------------------------------------------------------
 #: Names ``AnalyzerConfig.stopwords`` accepts besides None and a set of words.
@@ -249,6 +326,26 @@ def document_settings(analyzer: AnalyzerConfig | None = None) -> IndexSettings:
     )
 
 
+def chunk_settings(analyzer: AnalyzerConfig | None = None) -> IndexSettings:
+    """The document defaults plus the ``symbols`` field, for chunks of files and code.
+
+    Chunks index their document title and heading trail as ``title``, their text as
+    ``body`` and the code names they define as ``symbols`` (weight
+    :data:`DEFAULT_SYMBOLS_WEIGHT`). Documents without symbols score exactly as with
+    :func:`document_settings`.
+    """
+    return IndexSettings(
+        field_weights={
+            "title": DEFAULT_DOCUMENT_FIELD_WEIGHTS["title"],
+            "body": DEFAULT_DOCUMENT_FIELD_WEIGHTS["body"],
+            "symbols": DEFAULT_SYMBOLS_WEIGHT,
+            "bigrams": DEFAULT_DOCUMENT_FIELD_WEIGHTS["bigrams"],
+        },
+        scoring=DEFAULT_DOCUMENT_SCORING,
+        analyzer=analyzer if analyzer is not None else AnalyzerConfig(stopwords="extended"),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RetrievalConfig:
     """Per-turn selection settings: limits, field weights, BM25 parameters and boosts."""
@@ -305,6 +402,31 @@ def estimate_tokens(text: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunkingConfig:
+    """How documents are cut into chunks; every size is in Unicode code points.
+
+    ``size``: the longest chunk. ``overlap``: code points consecutive chunks of one
+    split section may share; under half of ``size`` so every chunk moves forward.
+    ``max_chunks``: chunks one document may produce; more is an error, not a cut.
+    """
+
+    size: int = DEFAULT_CHUNK_SIZE
+    overlap: int = DEFAULT_CHUNK_OVERLAP
+    max_chunks: int = DEFAULT_MAX_CHUNKS
+
+    def __post_init__(self) -> None:
+        _positive_int("size", self.size, MAX_CHUNK_SIZE)
+        _non_negative_int("overlap", self.overlap)
+        _require(
+            2 * self.overlap < self.size,
+            "overlap",
+            self.overlap,
+            f"less than half of size={self.size} (at most {(self.size - 1) // 2})",
+        )
+        _positive_int("max_chunks", self.max_chunks, MAX_CHUNKS_LIMIT)
+
+
+@dataclass(frozen=True, slots=True)
 class ContextConfig:
     """Knowledge block settings: token budget, citations, and the token estimator."""
 
@@ -320,6 +442,70 @@ class ContextConfig:
             self.token_estimator,
             "a callable taking text and returning a token count",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceSettings:
+    """Bounds of one evidence result (see :func:`~groundwire.ground.evidence.retrieve_evidence`).
+
+    ``limit``: excerpts returned at most. ``max_excerpt_chars``: code points per excerpt.
+    ``max_total_tokens``: estimated tokens of the whole rendered evidence block.
+    ``min_score``: lowest BM25 score a chunk may have to be used. ``min_sources``:
+    distinct sources a ready result needs (at most ``limit``). ``candidate_limit``:
+    ranked chunks considered (at least ``limit``). ``token_estimator``: text → tokens.
+    """
+
+    limit: int = DEFAULT_EVIDENCE_LIMIT
+    max_excerpt_chars: int = DEFAULT_MAX_EXCERPT_CHARS
+    max_total_tokens: int = DEFAULT_EVIDENCE_MAX_TOKENS
+    min_score: float = DEFAULT_MIN_SCORE
+    min_sources: int = DEFAULT_MIN_SOURCES
+    candidate_limit: int = DEFAULT_EVIDENCE_CANDIDATES
+    max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
+    token_estimator: Callable[[str], int] = estimate_tokens
+
+    def __post_init__(self) -> None:
+        _positive_int("limit", self.limit, MAX_EVIDENCE_LIMIT)
+        _positive_int("max_excerpt_chars", self.max_excerpt_chars, MAX_EXCERPT_CHARS)
+        _positive_int("max_total_tokens", self.max_total_tokens, MAX_EVIDENCE_TOKENS)
+        _finite("min_score", self.min_score)
+        _positive_int("min_sources", self.min_sources)
+        _require(
+            self.min_sources <= self.limit,
+            "min_sources",
+            self.min_sources,
+            f"at most limit ({self.limit}): a result holds at most limit excerpts",
+        )
+        _positive_int("candidate_limit", self.candidate_limit, MAX_EVIDENCE_CANDIDATES)
+        _require(
+            self.candidate_limit >= self.limit,
+            "candidate_limit",
+            self.candidate_limit,
+            f"at least limit ({self.limit})",
+        )
+        _positive_int("max_query_chars", self.max_query_chars)
+        _require(
+            callable(self.token_estimator),
+            "token_estimator",
+            self.token_estimator,
+            "a callable taking text and returning a token count",
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as JSON-ready values (the estimator by its qualified name)."""
+        estimator = self.token_estimator
+        name = getattr(estimator, "__qualname__", None) or type(estimator).__name__
+        module = getattr(estimator, "__module__", None)
+        return {
+            "limit": self.limit,
+            "max_excerpt_chars": self.max_excerpt_chars,
+            "max_total_tokens": self.max_total_tokens,
+            "min_score": float(self.min_score),
+            "min_sources": self.min_sources,
+            "candidate_limit": self.candidate_limit,
+            "max_query_chars": self.max_query_chars,
+            "token_estimator": f"{module}.{name}" if module else name,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,11 @@ The tree::
     GroundwireError
     ├── ConfigError            an option is out of range or of the wrong type
     ├── SourceError            a knowledge source cannot be read or parsed
+    │   └── FetchError         a URL cannot be fetched: scheme, status, type, size or time
     ├── ValidationFailedError  sources were read but have blocking validation issues
     ├── QueryError             a query or request is malformed or over a limit
     ├── KnowledgeIndexError    an index is not built, or a lookup is invalid
+    │   └── IndexFormatError   a saved snapshot is unreadable, tampered with, or of another format
     └── MissingExtraError      an optional dependency is not installed (also an ImportError)
 """
 
@@ -24,7 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigError",
+    "FetchError",
     "GroundwireError",
+    "IndexFormatError",
     "KnowledgeIndexError",
     "MissingExtraError",
     "QueryError",
@@ -45,6 +49,20 @@ class SourceError(GroundwireError):
     """A knowledge source could not be read or parsed (file, folder, front matter, JSON/YAML)."""
 
 
+class FetchError(SourceError):
+    """A URL could not be fetched; ``url`` is the one requested, ``status`` the HTTP status.
+
+    Raised for a scheme other than http/https, a failed connection, a timeout, an HTTP
+    error status, a content type that is not text, too many redirects, or a body over
+    the byte cap (declared or streamed).
+    """
+
+    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+        self.url = url
+        self.status = status
+        super().__init__(message)
+
+
 class ValidationFailedError(GroundwireError):
     """Sources were read but carry blocking validation errors; ``issues`` lists every one."""
 
@@ -62,6 +80,15 @@ class QueryError(GroundwireError, ValueError):
 
 class KnowledgeIndexError(GroundwireError, LookupError):
     """An index operation is invalid: unknown id, empty index, or an unusable snapshot."""
+
+
+class IndexFormatError(KnowledgeIndexError):
+    """A saved snapshot cannot be written or trusted; the message names the file and the fix.
+
+    Raised for a symlinked or unusable path, a wrong magic, an unknown or newer format
+    version, a checksum, size or bound that does not match, or a duplicate id. The fix
+    is usually to rebuild it with ``groundwire index``.
+    """
 
 
 class MissingExtraError(GroundwireError, ImportError):

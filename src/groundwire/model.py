@@ -8,16 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple, get_args
 
 __all__ = [
     "ENTRY_KINDS",
     "ENTRY_STATUSES",
     "FAILURE_REASONS",
+    "Chunk",
     "Citation",
     "Confidence",
     "ContextResult",
     "Document",
+    "EvidenceSource",
+    "Excerpt",
     "FailureReason",
     "GroundingMetadata",
     "GroundingOutcome",
@@ -26,10 +29,13 @@ __all__ = [
     "KnowledgeBlock",
     "KnowledgeEntry",
     "KnowledgeSource",
+    "LoadedDocument",
     "RetrievalResult",
     "Scope",
     "ScoredEntry",
+    "Section",
     "Severity",
+    "SkippedSource",
     "Turn",
     "ValidationIssue",
 ]
@@ -53,15 +59,7 @@ FailureReason = Literal[
     "error",
 ]
 #: Every reason a grounding turn can come back without a knowledge block.
-FAILURE_REASONS: Final[tuple[str, ...]] = (
-    "disabled",
-    "empty-query",
-    "index-not-ready",
-    "no-match",
-    "budget-exhausted",
-    "timeout",
-    "error",
-)
+FAILURE_REASONS: Final[tuple[str, ...]] = get_args(FailureReason)
 
 
 def _tuple(value: Any) -> Any:
@@ -122,8 +120,10 @@ class KnowledgeEntry:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("integrations", "aliases", "keywords", "related"):
-            object.__setattr__(self, name, _tuple(getattr(self, name)))
+        lists: tuple[object, ...] = (self.integrations, self.aliases, self.keywords, self.related)
+        if any(isinstance(value, list) for value in lists):  # usually built from tuples
+            for name in ("integrations", "aliases", "keywords", "related"):
+                object.__setattr__(self, name, _tuple(getattr(self, name)))
 
     @property
     def citation(self) -> Citation:
@@ -158,6 +158,148 @@ class Document:
     title: str
     text: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A heading (or page) of an extracted document: where it starts and how deep it is.
+
+    ``start`` is a code-point offset into the document's text; a smaller ``level`` is a
+    higher heading (Markdown ``#`` is 1). Sections form the heading trail of chunks.
+    """
+
+    start: int
+    level: int
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedDocument:
+    """A file, upload or web page turned into text with its structure, ready to chunk.
+
+    ``source_id`` names it in chunk ids (a path relative to the folder given, with ``/``,
+    or the URL). ``sha256`` hashes the raw content, ``text_sha256`` the extracted text.
+    ``sections`` are the headings the loader found, or None to let the chunker look.
+    """
+
+    source_id: str
+    path: str
+    kind: str
+    title: str
+    text: str
+    sha256: str
+    text_sha256: str
+    sections: tuple[Section, ...] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sections", _tuple(self.sections))
+
+    @property
+    def version(self) -> str:
+        """The source version cited with its chunks: 12 hex digits of the content SHA-256."""
+        return self.sha256[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedSource:
+    """A file or path left out of an ingest, and why (the reason says how to include it)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One cited piece of a document: ``text == document.text[start:end]`` (code points).
+
+    ``id`` is ``<source_id>#<number>`` with ``number`` counted from 0; ``version`` is the
+    source's version (12 hex digits of its content SHA-256) and ``sha256`` hashes this
+    chunk's text, so ``[KB:<id>@<version>]`` pins the exact text. ``headings`` is the
+    heading trail above the chunk; ``symbols`` the code names it defines.
+    """
+
+    id: str
+    source_id: str
+    number: int
+    text: str
+    start: int
+    end: int
+    version: str
+    sha256: str
+    path: str = ""
+    title: str = ""
+    kind: str = ""
+    headings: tuple[str, ...] = ()
+    symbols: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "headings", _tuple(self.headings))
+        object.__setattr__(self, "symbols", _tuple(self.symbols))
+
+    @property
+    def citation(self) -> Citation:
+        """The stable citation of this chunk: ``[KB:<id>@<version>]``."""
+        return Citation(self.id, self.version)
+
+    @property
+    def heading(self) -> str:
+        """The heading trail as one line: ``Guide > Install > Linux``."""
+        return " > ".join(self.headings)
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceSource:
+    """One source (file, upload, page) of indexed chunks, as a host authorizer sees it.
+
+    ``id`` is the source id its chunk ids start with; ``version`` its cited version;
+    ``chunk_count`` how many chunks of it the knowledge base holds.
+    """
+
+    id: str
+    path: str
+    version: str
+    title: str = ""
+    kind: str = ""
+    chunk_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    """A bounded, cited piece of one source: ``text == source_text[start:end]`` (code points).
+
+    ``id`` is the best-scoring chunk's id and ``chunk_ids`` every chunk merged into the
+    excerpt (in text order); ``cut`` says the text was shortened to the excerpt bound.
+    ``sha256`` hashes ``text``; ``version`` is the source's (12 hex digits of its SHA-256).
+    """
+
+    id: str
+    source_id: str
+    path: str
+    headings: tuple[str, ...]
+    start: int
+    end: int
+    text: str
+    version: str
+    sha256: str
+    score: float
+    chunk_ids: tuple[str, ...] = ()
+    cut: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "headings", _tuple(self.headings))
+        object.__setattr__(self, "chunk_ids", _tuple(self.chunk_ids))
+
+    @property
+    def citation(self) -> Citation:
+        """The stable citation of this excerpt's best chunk: ``[KB:<id>@<version>]``."""
+        return Citation(self.id, self.version)
+
+    @property
+    def heading(self) -> str:
+        """The heading trail as one line: ``Guide > Install > Linux``."""
+        return " > ".join(self.headings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,9 +346,12 @@ class Citation:
         return self.tag
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One search result: ``breakdown`` explains the score (per-field terms and boosts)."""
+class Hit(NamedTuple):
+    """One search result: ``breakdown`` explains the score (per-field terms and boosts).
+
+    A named tuple rather than a frozen dataclass: searches build up to k of these per
+    query, and a tuple is about twice as cheap to create; it is just as immutable.
+    """
 
     id: str
     score: float

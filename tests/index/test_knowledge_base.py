@@ -731,3 +731,33 @@ def test_empty_knowledge_base_searches_to_nothing() -> None:
     assert kb.search("refund policy") == []
     assert kb.exact_index == {}
     assert kb.relation_index == {}
+
+
+# -- ids-only search and the two scoring paths ---------------------------------------------------
+
+
+def test_search_ids_ranks_exactly_like_search(handbook_path: Any) -> None:
+    from groundwire import load_sources
+
+    kb = KnowledgeBase.from_sources(load_sources(handbook_path))
+    for query in ("rotate api key", "slack bot not posting", "refund", "saml login loop"):
+        for k in (1, 5, 50):
+            hits = kb.search(query, k)
+            ids, scores = kb.search_ids(query, k)
+            assert ids == [hit.id for hit in hits]
+            assert scores == [hit.score for hit in hits]
+    assert kb.search_ids("the of and", 5) == ([], [])
+
+
+def test_kernel_and_numpy_paths_agree_exactly(
+    handbook_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groundwire import load_sources
+    from groundwire.index import _kernel
+
+    kb = KnowledgeBase.from_sources(load_sources(handbook_path))
+    queries = ["rotate api key", "webhook 401 signature", "billing invoice seats proration"]
+    with_kernel = [kb.search_ids(q, 20) for q in queries]
+    monkeypatch.setattr(_kernel, "available", lambda: False)
+    without = [kb.search_ids(q, 20) for q in queries]
+    assert with_kernel == without  # same ids, bit-identical scores

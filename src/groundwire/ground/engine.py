@@ -1,24 +1,27 @@
 """The grounding engine: one-time background build, readiness, and fail-open turns.
 
 ``GroundingEngine(config)`` returns at once while the snapshot builds in the
-background; ``ground()`` waits for it within the turn's time budget. No grounding
-problem ever raises out of ``ground()``: the outcome carries a ``failure_reason``.
+background; ``ground()`` waits for it within the turn's time budget.
+``GroundingEngine.from_snapshot(path)`` serves a saved snapshot instead (no build),
+and ``reload()`` swaps in a newer one while turns run. No grounding problem ever
+raises out of ``ground()``: the outcome carries a ``failure_reason``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, Literal
 
 from groundwire.config import GroundingConfig
 from groundwire.context import assemble_context
-from groundwire.errors import QueryError
+from groundwire.errors import ConfigError, QueryError
 from groundwire.index.cache import SnapshotCache, default_cache
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.model import (
@@ -104,6 +107,8 @@ class GroundingEngine:
         self._cache = cache if cache is not None else default_cache()
         self._clock = clock
         self._snapshot: KnowledgeBase | None = None
+        self._snapshot_path: str | os.PathLike[str] | None = None  # set by from_snapshot
+        self._verify: Literal["full", "manifest"] = "full"
         self._issues: tuple[ValidationIssue, ...] = ()
         self._last_error: str | None = None
         self._build_lock = threading.Lock()
@@ -138,6 +143,72 @@ class GroundingEngine:
             finally:
                 self._built.set()
 
+    @classmethod
+    def from_snapshot(
+        cls,
+        path: str | os.PathLike[str],
+        config: GroundingConfig | None = None,
+        *,
+        expected_manifest_hash: str | None = None,
+        verify: Literal["full", "manifest"] = "full",
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> GroundingEngine:
+        """An engine serving a snapshot saved by ``KnowledgeBase.save``: ready at once.
+
+        The snapshot's own index settings (fields, weights, BM25, analyzer) apply;
+        ``config`` gives the per-turn settings (limits, boosts, blocked domains,
+        context, timeout) and must not list sources. Raises IndexFormatError when the
+        snapshot cannot be trusted (see ``KnowledgeBase.load`` for ``verify``).
+        """
+        config = config if config is not None else GroundingConfig()
+        if not isinstance(config, GroundingConfig):
+            raise TypeError(f"config must be a GroundingConfig, got {type(config).__name__}")
+        if config.sources:
+            raise ConfigError(
+                "from_snapshot serves a saved snapshot: leave GroundingConfig.sources "
+                "empty, or build from sources with GroundingEngine(config)"
+            )
+        snapshot = KnowledgeBase.load(path, expected_manifest_hash, verify=verify)
+        engine = cls(config, clock=clock)
+        engine._verify = verify
+        engine._install(snapshot, path)
+        return engine
+
+    def _install(self, snapshot: KnowledgeBase, path: str | os.PathLike[str]) -> None:
+        self._snapshot = snapshot  # atomic reference swap: a turn uses one snapshot throughout
+        self._snapshot_path = path
+        self._issues = snapshot.issues
+        self._last_error = None
+
+    def reload(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        expected_manifest_hash: str | None = None,
+    ) -> GroundingStatus:
+        """Open a saved snapshot (``path``, default the one served) and swap it in.
+
+        Turns already running finish on the snapshot they started with; later turns
+        use the new one. A snapshot that fails to load is not installed: the current
+        one keeps serving and ``status().last_error`` says why.
+        """
+        self._built.wait()
+        target = path if path is not None else self._snapshot_path
+        if target is None:
+            raise ConfigError(
+                "reload() needs a snapshot path: this engine was built from sources "
+                "(use rebuild()), or pass reload(path)"
+            )
+        with self._build_lock:
+            try:
+                snapshot = KnowledgeBase.load(target, expected_manifest_hash, verify=self._verify)
+            except Exception as exc:  # a bad snapshot must not take the serving one down
+                logger.warning("snapshot %s was not installed: %s", os.fspath(target), exc)
+                self._last_error = f"{type(exc).__name__}: {exc}"
+            else:
+                self._install(snapshot, target)
+        return self.status()
+
     def ready(self, timeout: float | None = None) -> bool:
         """Wait for the initial build (up to ``timeout`` seconds); True if a snapshot is ready."""
         self._built.wait(timeout)
@@ -164,9 +235,12 @@ class GroundingEngine:
         """Build a new snapshot (from ``sources`` or the configured ones) and swap it in.
 
         Turns keep using the previous snapshot until the swap; a source set with
-        validation errors is never installed (the previous snapshot stays).
+        validation errors is never installed (the previous snapshot stays). An engine
+        started with :meth:`from_snapshot` and no ``sources`` reloads its snapshot.
         """
         self._built.wait()
+        if sources is None and not self._config.sources and self._snapshot_path is not None:
+            return self.reload()
         self._build(self._config.sources if sources is None else sources)
         return self.status()
 

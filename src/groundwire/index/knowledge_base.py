@@ -6,9 +6,10 @@ that order and every tie in scoring breaks on id without extra work.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import pairwise
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from groundwire.ingest.validate import normalize_and_validate
 from groundwire.model import Document, Hit, KnowledgeEntry, KnowledgeSource, Scope, ValidationIssue
 from groundwire.text import Analyzer
 
-__all__ = ["FIELD_TEXT", "KnowledgeBase", "Ranked"]
+__all__ = ["FIELD_TEXT", "KnowledgeBase", "Parts", "Ranked", "Ranking"]
 
 #: How each indexable field is read from an entry.
 FIELD_TEXT: Mapping[str, Callable[[KnowledgeEntry], str]] = {
@@ -36,11 +37,22 @@ FIELD_TEXT: Mapping[str, Callable[[KnowledgeEntry], str]] = {
     "keywords": lambda e: "\n".join(e.keywords),
     "summary": lambda e: e.summary,
     "body": lambda e: e.body,
+    "symbols": lambda e: _symbols(e.metadata.get("symbols")),
 }
 #: A derived field: adjacent term pairs of these fields, matched by query term pairs.
 BIGRAMS = "bigrams"
 BIGRAM_SOURCES = frozenset({"title", "summary", "body"})
 _MASK_CACHE_LIMIT = 64
+_STATUS_ONLY: tuple[Any, ...] = ((), None)  # eligibility key: nothing blocked, no scope
+
+
+def _symbols(value: object) -> str:
+    """Code symbols of a document chunk (a string or a list of names) as field text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple):
+        return "\n".join(item for item in value if isinstance(item, str))
+    return ""
 
 
 def bigrams(terms: Sequence[str]) -> list[str]:
@@ -58,6 +70,45 @@ class Ranked(NamedTuple):
     alias: bool
 
 
+class Ranking(NamedTuple):
+    """A ranked list as parallel lists (cheap to build for large k) plus the phrase hits."""
+
+    docs: list[int]
+    scores: list[float]
+    lexical: list[float]
+    exact: set[int]
+    alias: set[int]
+    total: int  # size of the candidate union before the cap
+
+    def items(self) -> list[Ranked]:
+        """The ranked documents as records, best first."""
+        return [
+            Ranked(doc, score, lex, doc in self.exact, doc in self.alias)
+            for doc, score, lex in zip(self.docs, self.scores, self.lexical, strict=True)
+        ]
+
+
+class Parts(NamedTuple):
+    """Everything a KnowledgeBase holds, as the snapshot format (``snapshot.py``) stores it.
+
+    Phrase maps and relations use internal positions (an entry's rank in id order).
+    """
+
+    entries: Sequence[KnowledgeEntry]
+    positions: Mapping[str, int]
+    settings: IndexSettings
+    lexical: LexicalIndex
+    exact_index: Mapping[str, tuple[int, ...]]
+    alias_index: Mapping[str, tuple[int, ...]]
+    relations: Mapping[str, tuple[str, ...]]
+    active: MaskArray
+    universal: MaskArray
+    domains: Mapping[str, int]
+    domain_codes: IntArray
+    integration_masks: Mapping[str, MaskArray]
+    issues: tuple[ValidationIssue, ...]
+
+
 class Breakdown(Mapping[str, float]):
     """Per-field BM25 contributions plus ``exact``/``alias`` boosts, computed on first read.
 
@@ -68,16 +119,16 @@ class Breakdown(Mapping[str, float]):
     __slots__ = ("_args", "_values")
 
     def __init__(
-        self, lexical: LexicalIndex, terms: Sequence[str], doc: int, exact: float, alias: float
+        self, lexical: LexicalIndex, ids: Sequence[int], doc: int, exact: float, alias: float
     ) -> None:
-        self._args = (lexical, terms, doc, exact, alias)
+        self._args = (lexical, ids, doc, exact, alias)
         self._values: dict[str, float] | None = None
 
     def _resolve(self) -> dict[str, float]:
         values = self._values
         if values is None:
-            lexical, terms, doc, exact, alias = self._args
-            values = lexical.explain(terms, doc)
+            lexical, ids, doc, exact, alias = self._args
+            values = lexical.explain_ids(ids, doc)
             values["exact"] = exact
             values["alias"] = alias
             self._values = values
@@ -131,7 +182,6 @@ class KnowledgeBase:
         "_domains",
         "_entries",
         "_exact_index",
-        "_excluded_cache",
         "_integration_masks",
         "_lexical",
         "_mask_cache",
@@ -139,6 +189,7 @@ class KnowledgeBase:
         "_position",
         "_relations",
         "_settings",
+        "_skip_cache",
         "_universal",
         "issues",
     )
@@ -155,22 +206,25 @@ class KnowledgeBase:
     ) -> None:
         """Build from normalized entries; prefer the ``from_*`` constructors."""
         ordered = sorted(entries, key=lambda e: e.id)
-        self._position = {entry.id: n for n, entry in enumerate(ordered)}
+        # Annotated as read-only views: a loaded snapshot decodes them lazily (Parts).
+        self._position: Mapping[str, int] = {entry.id: n for n, entry in enumerate(ordered)}
         if len(self._position) != len(ordered):
             dupes = sorted({e.id for e in ordered if sum(1 for o in ordered if o.id == e.id) > 1})
             raise KnowledgeIndexError(f"duplicate entry ids {dupes[:5]}; ids must be unique")
-        self._entries = tuple(ordered)
+        self._entries: Sequence[KnowledgeEntry] = tuple(ordered)
         self._settings = settings
         self._analyzer = Analyzer(settings.analyzer)
         self.issues = tuple(issues)
         self._bigrams = settings.field_weights.get(BIGRAMS, 0.0) > 0
         self._lexical = self._build_lexical(progress)
+        self._exact_index: Mapping[str, tuple[int, ...]]
+        self._alias_index: Mapping[str, tuple[int, ...]]
         self._exact_index, self._alias_index = self._build_phrases(exact_ids, exact_titles)
         self._phrase_lengths = self._phrase_starts()
-        self._relations = self._build_relations()
+        self._relations: Mapping[str, tuple[str, ...]] = self._build_relations()
         self._build_masks()
         self._mask_cache: dict[tuple[Any, ...], MaskArray] = {}
-        self._excluded_cache: dict[int, tuple[MaskArray, IntArray]] = {}
+        self._skip_cache: dict[int, tuple[MaskArray, MaskArray | None]] = {}
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -209,26 +263,48 @@ class KnowledgeBase:
 
     def _build_lexical(self, progress: Callable[[int], None] | None) -> LexicalIndex:
         weights = self._settings.field_weights
-        fields = tuple(name for name in weights if name != BIGRAMS or weights[name] > 0)
-        unknown = [name for name in fields if name not in FIELD_TEXT and name != BIGRAMS]
+        names = [name for name in weights if name != BIGRAMS]
+        unknown = [name for name in names if name not in FIELD_TEXT]
         if unknown:
             known = sorted([*FIELD_TEXT, BIGRAMS])
             raise KnowledgeIndexError(f"unknown field(s) {unknown}; indexable fields are {known}")
-        text_fields = [name for name in fields if name != BIGRAMS]
-        readers = [FIELD_TEXT[name] for name in text_fields]
-        pair_sources = [n for n, name in enumerate(text_fields) if name in BIGRAM_SOURCES]
-        tokens = self._analyzer.tokens
-        builder = LexicalIndexBuilder((*text_fields, BIGRAMS) if BIGRAMS in fields else fields)
+        readers = [FIELD_TEXT[name] for name in names]
+        builder = LexicalIndexBuilder(
+            names,
+            pair_field=BIGRAMS if self._bigrams else None,
+            pair_sources=[name for name in names if name in BIGRAM_SOURCES]
+            if self._bigrams
+            else (),
+        )
+        ids_of = self._term_ids_reader(builder)
         for n, entry in enumerate(self._entries):
-            terms = [tokens(text) if (text := read(entry)) else [] for read in readers]
-            if self._bigrams:
-                terms.append([pair for i in pair_sources for pair in bigrams(terms[i])])
-            builder.add(terms)
+            builder.add_ids([ids_of(text) if (text := read(entry)) else [] for read in readers])
             if progress is not None and n % 1024 == 1023:
                 progress(1024)
         if progress is not None and len(self._entries) % 1024:
             progress(len(self._entries) % 1024)
         return builder.build(self._settings)
+
+    def _term_ids_reader(self, builder: LexicalIndexBuilder) -> Callable[[str], list[int]]:
+        """Text → term ids, remembering each distinct word's id (-1 for a stop word).
+
+        One dictionary lookup per word once a word has been seen: building spends most
+        of its time here, so words skip the analyzer's own cache and the vocabulary.
+        """
+        analyzer = self._analyzer
+        known: dict[str, int] = {}
+
+        def ids_of(text: str) -> list[int]:
+            words = analyzer.words(text)
+            try:
+                return [known[word] for word in words]  # -1 marks a stop word
+            except KeyError:
+                new = list(dict.fromkeys(word for word in words if word not in known))
+                for word, term in zip(new, analyzer.analyze_words(new), strict=True):
+                    known[word] = builder.term_id(term) if term else -1
+                return [known[word] for word in words]
+
+        return ids_of
 
     def _build_phrases(
         self, exact_ids: bool, exact_titles: bool
@@ -273,12 +349,11 @@ class KnowledgeBase:
         n = len(self._entries)
         self._active = np.fromiter((e.status == "active" for e in self._entries), bool, n)
         self._universal = np.fromiter((not e.integrations for e in self._entries), bool, n)
-        self._domains: dict[str, int] = {}
-        self._domain_codes = np.fromiter(
-            (
-                self._domains.setdefault(e.domain.casefold(), len(self._domains))
-                for e in self._entries
-            ),
+        self._domains: Mapping[str, int]
+        domains: dict[str, int] = {}
+        self._domains = domains
+        self._domain_codes: IntArray = np.fromiter(
+            (domains.setdefault(e.domain.casefold(), len(domains)) for e in self._entries),
             np.int32,
             n,
         )
@@ -286,7 +361,90 @@ class KnowledgeBase:
         for doc, entry in enumerate(self._entries):
             for name in {i.casefold() for i in entry.integrations}:
                 masks.setdefault(name, np.zeros(n, dtype=bool))[doc] = True
-        self._integration_masks = masks
+        self._integration_masks: Mapping[str, MaskArray] = masks
+
+    # -- snapshots ----------------------------------------------------------------------------
+    def _parts(self) -> Parts:
+        """Everything this snapshot holds, for the snapshot writer."""
+        return Parts(
+            entries=self._entries,
+            positions=self._position,
+            settings=self._settings,
+            lexical=self._lexical,
+            exact_index=self._exact_index,
+            alias_index=self._alias_index,
+            relations=self._relations,
+            active=self._active,
+            universal=self._universal,
+            domains=self._domains,
+            domain_codes=self._domain_codes,
+            integration_masks=self._integration_masks,
+            issues=self.issues,
+        )
+
+    @classmethod
+    def _restore(cls, parts: Parts) -> KnowledgeBase:
+        """A knowledge base over already-built parts (a loaded snapshot); nothing is rebuilt."""
+        kb = cls.__new__(cls)
+        kb._entries, kb._position, kb._settings = parts.entries, parts.positions, parts.settings
+        kb._analyzer = Analyzer(parts.settings.analyzer)
+        kb.issues = tuple(parts.issues)
+        kb._bigrams = parts.settings.field_weights.get(BIGRAMS, 0.0) > 0
+        kb._lexical = parts.lexical
+        kb._exact_index, kb._alias_index = parts.exact_index, parts.alias_index
+        kb._phrase_lengths = kb._phrase_starts()
+        kb._relations = parts.relations
+        kb._active, kb._universal = parts.active, parts.universal
+        kb._domains, kb._domain_codes = parts.domains, parts.domain_codes
+        kb._integration_masks = parts.integration_masks
+        kb._mask_cache = {}
+        kb._skip_cache = {}
+        return kb
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write this snapshot to the folder ``path``, atomically (see ``index/snapshot.py``).
+
+        An existing snapshot at ``path`` is replaced; readers see the old one or the new
+        one, never a mix, and a failed write leaves the old one. Raises IndexFormatError.
+        """
+        from groundwire.index.snapshot import save_snapshot
+
+        save_snapshot(self, path)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        expected_manifest_hash: str | None = None,
+        *,
+        verify: Literal["full", "manifest"] = "full",
+        max_manifest_bytes: int | None = None,
+        max_entries: int | None = None,
+        max_array_bytes: int | None = None,
+    ) -> KnowledgeBase:
+        """Open a snapshot written by :meth:`save` without rebuilding (arrays memory-mapped).
+
+        ``verify="full"`` checks every file's SHA-256 and every bound; ``"manifest"``
+        checks sizes, headers and counts only (see docs). With ``expected_manifest_hash``
+        the entries' content hash must equal it. Raises IndexFormatError.
+        """
+        from groundwire.index.snapshot import load_snapshot
+
+        return load_snapshot(
+            path,
+            expected_manifest_hash,
+            verify=verify,
+            max_manifest_bytes=max_manifest_bytes,
+            max_entries=max_entries,
+            max_array_bytes=max_array_bytes,
+        )
+
+    @staticmethod
+    def is_snapshot(path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` is a snapshot folder (its ``manifest.json`` names the format)."""
+        from groundwire.index.snapshot import is_snapshot
+
+        return is_snapshot(path)
 
     # -- inspection -------------------------------------------------------------------------
     @property
@@ -307,7 +465,8 @@ class KnowledgeBase:
     @property
     def entries(self) -> tuple[KnowledgeEntry, ...]:
         """Every entry, in id order."""
-        return self._entries
+        entries = self._entries
+        return entries if isinstance(entries, tuple) else tuple(entries)
 
     @property
     def exact_index(self) -> Mapping[str, tuple[str, ...]]:
@@ -363,6 +522,10 @@ class KnowledgeBase:
         entries that apply everywhere plus those with an enabled integration;
         ``scope=None`` does not filter by integration. ``allow`` is a host predicate.
         """
+        if scope is None and allow is None and not blocked_domains:
+            cached = self._mask_cache.get(_STATUS_ONLY)  # the common case, without key work
+            if cached is not None:
+                return cached
         blocked = tuple(sorted({d.casefold() for d in blocked_domains}))
         enabled = (
             None
@@ -397,16 +560,17 @@ class KnowledgeBase:
             )
         return mask
 
-    def _excluded(self, mask: MaskArray | None) -> IntArray | None:
-        """Positions a mask rejects (cached per mask object); None when it rejects none."""
+    def _skip(self, mask: MaskArray | None) -> MaskArray | None:
+        """The complement of a mask (cached per mask object); None when it rejects nothing."""
         if mask is None:
             return None
-        cached = self._excluded_cache.get(id(mask))
+        cached = self._skip_cache.get(id(mask))
         if cached is None or cached[0] is not mask:  # holding the mask keeps its id unique
-            if len(self._excluded_cache) >= _MASK_CACHE_LIMIT:
-                self._excluded_cache.clear()
-            cached = (mask, np.flatnonzero(~mask).astype(np.int32))
-            self._excluded_cache[id(mask)] = cached
+            if len(self._skip_cache) >= _MASK_CACHE_LIMIT:
+                self._skip_cache.clear()
+            skip = ~mask
+            cached = (mask, skip if skip.any() else None)
+            self._skip_cache[id(mask)] = cached
         return cached[1]
 
     def is_eligible(self, entry_id: str, mask: MaskArray) -> bool:
@@ -415,9 +579,11 @@ class KnowledgeBase:
         return doc is not None and bool(mask[doc])
 
     # -- scoring ------------------------------------------------------------------------------
-    def lexical_terms(self, terms: Sequence[str]) -> list[str]:
-        """The BM25 query for analyzed ``terms``: the terms plus their pairs if indexed."""
-        return [*terms, *bigrams(terms)] if self._bigrams else list(terms)
+    def query_ids(self, segments: Iterable[Sequence[str]]) -> list[int]:
+        """The BM25 query of analyzed text segments: each segment's term ids and, when the
+        index has term pairs, its adjacent pairs (a pair never spans two segments)."""
+        query_ids = self._lexical.query_ids
+        return [tid for terms in segments for tid in query_ids(terms)]
 
     def phrase_matches(self, terms: Sequence[str]) -> tuple[set[int], set[int]]:
         """Positions of entries whose exact (id/title) or alias phrase occurs in ``terms``.
@@ -427,6 +593,8 @@ class KnowledgeBase:
         exact: set[int] = set()
         alias: set[int] = set()
         exact_index, alias_index = self._exact_index, self._alias_index
+        if not exact_index and not alias_index:  # e.g. documents: no phrase keys at all
+            return exact, alias
         starts = self._phrase_lengths
         count = len(terms)
         for i, term in enumerate(terms):
@@ -445,7 +613,7 @@ class KnowledgeBase:
 
     def rank(
         self,
-        lexical_terms: Sequence[str],
+        lexical_ids: Sequence[int],
         phrase_terms: Sequence[str],
         *,
         lexical_k: int,
@@ -453,55 +621,58 @@ class KnowledgeBase:
         mask: MaskArray | None = None,
         exact_boost: float = DEFAULT_EXACT_BOOST,
         alias_boost: float = DEFAULT_ALIAS_BOOST,
-    ) -> tuple[list[Ranked], int]:
-        """Union of the BM25 top ``lexical_k`` and phrase hits, boosted, sorted, capped.
+    ) -> Ranking:
+        """Union of the BM25 top ``lexical_k`` (for term ids from :meth:`query_ids`) and
+        phrase hits, boosted, sorted, capped.
 
         Only positions allowed by ``mask`` take part (before top-k). A boost of 0
-        turns its phrase channel off. Returns the ranked list and the union's size.
+        turns its phrase channel off.
         """
-        scores = self._lexical.score(lexical_terms)
-        excluded = self._excluded(mask)
-        if excluded is not None and excluded.shape[0] == 0:
+        lexical_index = self._lexical
+        skip = self._skip(mask)
+        if skip is None:
             mask = None  # everything is eligible: skip masking work
-        docs, values = scores.top(lexical_k, mask, excluded)
-        lexical = dict(zip(docs.tolist(), values.tolist(), strict=True))
+        docs, values = lexical_index.top_ids(lexical_ids, lexical_k, skip)
         exact: set[int] = set()
         alias: set[int] = set()
         if exact_boost > 0 or alias_boost > 0:
             exact, alias = self.phrase_matches(phrase_terms)
-            if exact_boost <= 0:
-                exact = set()
-            if alias_boost <= 0:
-                alias = set()
-            for doc in exact | alias:
-                if (mask is None or mask[doc]) and doc not in lexical:
-                    lexical[doc] = scores.score_of(doc)
-        ranked = [
-            Ranked(
+            exact = {d for d in exact if mask is None or mask[d]} if exact_boost > 0 else set()
+            alias = {d for d in alias if mask is None or mask[d]} if alias_boost > 0 else set()
+        doc_list, value_list = docs.tolist(), values.tolist()
+        if not exact and not alias:  # top() already sorted by score, then position
+            head = value_list[:limit]
+            return Ranking(doc_list[:limit], head, head, exact, alias, len(doc_list))
+        lexical = dict(zip(doc_list, value_list, strict=True))
+        for doc in exact | alias:
+            if doc not in lexical:
+                lexical[doc] = lexical_index.score_of_ids(lexical_ids, doc)
+        order = sorted(
+            (
+                -(
+                    lex
+                    + (exact_boost if doc in exact else 0.0)
+                    + (alias_boost if doc in alias else 0.0)
+                ),
                 doc,
-                lex
-                + (exact_boost if doc in exact else 0.0)
-                + (alias_boost if doc in alias else 0.0),
                 lex,
-                doc in exact,
-                doc in alias,
             )
             for doc, lex in lexical.items()
-        ]
-        ranked.sort(key=lambda r: (-r.score, r.doc))
-        return ranked[:limit], len(ranked)
+        )[:limit]
+        return Ranking(
+            [doc for _, doc, _ in order],
+            [-negative for negative, _, _ in order],
+            [lex for _, _, lex in order],
+            exact,
+            alias,
+            len(lexical),
+        )
 
     def breakdown(
-        self, terms: Sequence[str], item: Ranked, exact_boost: float, alias_boost: float
+        self, lexical_ids: Sequence[int], doc: int, exact: float = 0.0, alias: float = 0.0
     ) -> Breakdown:
-        """The lazily computed explanation of one ranked item."""
-        return Breakdown(
-            self._lexical,
-            terms,
-            item.doc,
-            exact_boost if item.exact else 0.0,
-            alias_boost if item.alias else 0.0,
-        )
+        """The lazily computed explanation of position ``doc`` with the boosts it received."""
+        return Breakdown(self._lexical, lexical_ids, doc, exact, alias)
 
     def search(
         self,
@@ -521,16 +692,77 @@ class KnowledgeBase:
         ``allow`` restrict eligibility before ranking (see :meth:`eligibility`).
         Each hit's ``breakdown`` explains its score per field and boost.
         """
-        terms = tuple(self._analyzer.tokens(check_query(query, max_query_chars)))
+        found = self._ranked(
+            query, k, scope, blocked_domains, allow, exact_boost, alias_boost, max_query_chars
+        )
+        if found is None:
+            return []
+        ranking, lexical = found
+        entries, index = self._entries, self._lexical
+        exact, alias = ranking.exact, ranking.alias
+        return [
+            Hit(
+                entries[doc].id,
+                score,
+                Breakdown(
+                    index,
+                    lexical,
+                    doc,
+                    exact_boost if doc in exact else 0.0,
+                    alias_boost if doc in alias else 0.0,
+                ),
+            )
+            for doc, score in zip(ranking.docs, ranking.scores, strict=True)
+        ]
+
+    def search_ids(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        scope: Scope | None = None,
+        blocked_domains: Iterable[str] = (),
+        allow: Callable[[KnowledgeEntry], bool] | None = None,
+        exact_boost: float = DEFAULT_EXACT_BOOST,
+        alias_boost: float = DEFAULT_ALIAS_BOOST,
+        max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
+    ) -> tuple[list[str], list[float]]:
+        """:meth:`search` reduced to ranked ids and scores, without explanations.
+
+        Same ranking as :meth:`search`; cheaper when only the order matters (evaluation,
+        pipelines that fetch entries themselves).
+        """
+        found = self._ranked(
+            query, k, scope, blocked_domains, allow, exact_boost, alias_boost, max_query_chars
+        )
+        if found is None:
+            return [], []
+        ranking = found[0]
+        entries = self._entries
+        return [entries[doc].id for doc in ranking.docs], ranking.scores
+
+    def _ranked(
+        self,
+        query: str,
+        k: int,
+        scope: Scope | None,
+        blocked_domains: Iterable[str],
+        allow: Callable[[KnowledgeEntry], bool] | None,
+        exact_boost: float,
+        alias_boost: float,
+        max_query_chars: int,
+    ) -> tuple[Ranking, list[int]] | None:
+        """Validate a search and rank it; None when the query has no terms."""
+        terms = self._analyzer.tokens(check_query(query, max_query_chars))
         check_k("k", k)
         for name, boost in (("exact_boost", exact_boost), ("alias_boost", alias_boost)):
             if not isinstance(boost, int | float) or not 0 <= boost < float("inf"):
                 raise QueryError(f"{name}={boost!r} is invalid: expected a finite number >= 0")
         if not terms:
-            return []
+            return None
         mask = self.eligibility(scope, blocked_domains, allow)
-        lexical = tuple(self.lexical_terms(terms))
-        ranked, _ = self.rank(
+        lexical = self._lexical.query_ids(terms)
+        ranking = self.rank(
             lexical,
             terms,
             lexical_k=k,
@@ -539,11 +771,7 @@ class KnowledgeBase:
             exact_boost=exact_boost,
             alias_boost=alias_boost,
         )
-        entries = self._entries
-        return [
-            Hit(entries[r.doc].id, r.score, self.breakdown(lexical, r, exact_boost, alias_boost))
-            for r in ranked
-        ]
+        return ranking, lexical
 
     def explain(
         self,
@@ -562,13 +790,17 @@ class KnowledgeBase:
         if doc is None:
             raise KnowledgeIndexError(f"no entry with id {entry_id!r} in this knowledge base")
         terms = self._analyzer.tokens(check_query(query, max_query_chars))
-        lexical_terms = self.lexical_terms(terms)
+        lexical_ids = self._lexical.query_ids(terms)
         exact, alias = (
             self.phrase_matches(terms) if exact_boost > 0 or alias_boost > 0 else ((), ())
         )
-        lexical = self._lexical.score(lexical_terms).score_of(doc)
-        item = Ranked(doc, 0.0, lexical, doc in exact, doc in alias)
-        breakdown = self.breakdown(lexical_terms, item, exact_boost, alias_boost)
+        lexical = self._lexical.score_of_ids(lexical_ids, doc)
+        breakdown = self.breakdown(
+            lexical_ids,
+            doc,
+            exact_boost if doc in exact else 0.0,
+            alias_boost if doc in alias else 0.0,
+        )
         return Hit(entry_id, lexical + breakdown["exact"] + breakdown["alias"], breakdown)
 
 
@@ -589,6 +821,8 @@ def _document_entry(doc: Document | Mapping[str, Any], n: int) -> KnowledgeEntry
         )
     if not isinstance(title, str) or not isinstance(text, str):
         raise KnowledgeIndexError(f"document {doc_id!r}: 'title' and 'text' must be strings")
+    # A chunk's source version (chunks_to_documents), so it is cited as [KB:<id>@<version>].
+    version = metadata.get("version", "") if isinstance(metadata, Mapping) else ""
     return KnowledgeEntry(
         id=doc_id,
         title=title,
@@ -596,5 +830,6 @@ def _document_entry(doc: Document | Mapping[str, Any], n: int) -> KnowledgeEntry
         domain="",
         integrations=(),
         body=text,
+        version=version if isinstance(version, str) else "",
         metadata=dict(metadata),
     )

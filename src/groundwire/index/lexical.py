@@ -19,9 +19,11 @@ Two scoring modes:
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, cast
 
 import numpy as np
@@ -29,6 +31,7 @@ import numpy.typing as npt
 
 from groundwire.config import IndexSettings
 from groundwire.errors import KnowledgeIndexError
+from groundwire.index import _kernel
 
 __all__ = ["LexicalIndex", "LexicalIndexBuilder", "QueryScores"]
 
@@ -36,6 +39,8 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.integer[Any]]
 MaskArray = npt.NDArray[np.bool_]
 
+# Document dtypes the C kernel reads directly.
+_KERNEL_DOCS = (np.dtype(np.int64), np.dtype(np.int32))
 # Rarest query terms whose documents bound the k-th best score (see QueryScores.top).
 _PROBES = 2
 # Below this many documents a dense accumulator is always cheapest.
@@ -111,70 +116,118 @@ class QueryScores:
             # usually score highest, which makes the bound tight.
             bound, probed = 0.0, 0
             for probe in self.probes:
-                if probe.shape[0] >= k:
-                    sample = scores[probe]
-                    kth = float(np.partition(sample, sample.shape[0] - k)[sample.shape[0] - k])
+                size = probe.shape[0]
+                if size >= k:
+                    kth = float(np.partition(scores[probe], size - k)[size - k])
                     bound, probed = max(bound, kth), probed + 1
                     if probed == _PROBES:
                         break
-            chosen = np.flatnonzero(scores >= bound if bound > 0.0 else scores > 0.0)
+            chosen = np.flatnonzero(scores >= bound) if bound > 0.0 else np.flatnonzero(scores)
             values = scores[chosen]
-        if chosen.shape[0] > k:
+        count = values.shape[0]
+        if count > 4 * k:
             # Keep every tie at the k-th score so the doc-number tie-break decides.
-            kth = float(np.partition(values, values.shape[0] - k)[values.shape[0] - k])
+            kth = float(np.partition(values, count - k)[count - k])
             keep = values >= kth
             chosen, values = chosen[keep], values[keep]
-        order = np.lexsort((chosen, -values))[:k]
-        return chosen[order].astype(np.int32), values[order]
+        # chosen ascends by document, so a stable sort on score breaks ties by document.
+        order = np.argsort(-values, kind="stable")[:k]
+        return chosen[order], values[order]
 
 
 class LexicalIndexBuilder:
-    """Collects documents field by field; :meth:`build` freezes them into a LexicalIndex."""
+    """Collects documents field by field; :meth:`build` freezes them into a LexicalIndex.
 
-    def __init__(self, fields: Sequence[str]) -> None:
-        if not fields or len(set(fields)) != len(fields):
+    With ``pair_field``, a derived field of adjacent term pairs is built from the
+    ``pair_sources`` fields: pairs are encoded as integers (``first * V + second``
+    over the ``V`` single terms) at build time, never as strings.
+    """
+
+    def __init__(
+        self,
+        fields: Sequence[str],
+        *,
+        pair_field: str | None = None,
+        pair_sources: Sequence[str] = (),
+    ) -> None:
+        if not fields or len(set(fields)) != len(fields) or pair_field in fields:
             raise KnowledgeIndexError(f"fields must be distinct and non-empty, got {fields!r}")
-        self.fields = tuple(fields)
+        unknown = [name for name in pair_sources if name not in fields]
+        if unknown:
+            raise KnowledgeIndexError(f"pair sources {unknown} are not among fields {fields!r}")
+        self.text_fields = tuple(fields)
+        self.pair_field = pair_field
+        self.fields = (*fields, pair_field) if pair_field else tuple(fields)
+        self._pair_sources = tuple(self.text_fields.index(name) for name in pair_sources)
         self.vocabulary: dict[str, int] = {}
-        self._docs = [array("i") for _ in self.fields]
-        self._terms = [array("i") for _ in self.fields]
-        self._lengths = [array("i") for _ in self.fields]
+        self._terms = [array("i") for _ in self.text_fields]
+        self._lengths = [array("i") for _ in self.text_fields]
         self.doc_count = 0
 
-    def add(self, field_terms: Sequence[Sequence[str]]) -> int:
-        """Add one document given its terms per field (in ``fields`` order); returns its number."""
-        if len(field_terms) != len(self.fields):
-            raise KnowledgeIndexError(
-                f"expected terms for {len(self.fields)} fields {self.fields}, "
-                f"got {len(field_terms)}"
-            )
-        doc = self.doc_count
+    def term_id(self, term: str) -> int:
+        """The id of ``term``, assigning the next one to a new term."""
         vocab = self.vocabulary
-        setdefault = vocab.setdefault
-        for f, terms in enumerate(field_terms):
-            ids = [setdefault(term, len(vocab)) for term in terms]
+        return vocab.setdefault(term, len(vocab))
+
+    def add(self, field_terms: Sequence[Sequence[str]]) -> int:
+        """Add one document given its terms per text field (in order); returns its number."""
+        setdefault, vocab = self.vocabulary.setdefault, self.vocabulary
+        return self.add_ids([[setdefault(t, len(vocab)) for t in terms] for terms in field_terms])
+
+    def add_ids(self, field_ids: Sequence[Sequence[int]]) -> int:
+        """Add one document given its term ids (from :meth:`term_id`) per text field.
+
+        A negative id marks a dropped word (a stop word): it takes no place in the
+        field, so the words around it count as adjacent.
+        """
+        if len(field_ids) != len(self.text_fields):
+            raise KnowledgeIndexError(
+                f"expected terms for {len(self.text_fields)} fields {self.text_fields}, "
+                f"got {len(field_ids)}"
+            )
+        for f, ids in enumerate(field_ids):
             self._terms[f].extend(ids)
-            self._docs[f].extend([doc] * len(ids))
             self._lengths[f].append(len(ids))
         self.doc_count += 1
-        return doc
+        return self.doc_count - 1
 
     def build(self, settings: IndexSettings) -> LexicalIndex:
         """Compute statistics and precomputed scores; the builder may be discarded after."""
         weights = np.array(
             [settings.field_weights.get(name, 0.0) for name in self.fields], dtype=np.float64
         )
-        n_docs, n_terms = self.doc_count, len(self.vocabulary)
+        n_docs, n_single = self.doc_count, len(self.vocabulary)
+        all_docs = np.arange(n_docs, dtype=np.int32)
+        terms: list[IntArray] = []
+        docs: list[IntArray] = []
+        field_lengths: list[IntArray] = []
+        for raw, raw_lengths in zip(self._terms, self._lengths, strict=True):
+            field_terms = np.frombuffer(raw, np.int32)
+            field_docs = np.repeat(all_docs, np.frombuffer(raw_lengths, np.int32))
+            kept = field_terms >= 0
+            if not kept.all():
+                field_terms, field_docs = field_terms[kept], field_docs[kept]
+            terms.append(field_terms)
+            docs.append(field_docs)
+            field_lengths.append(np.bincount(field_docs, minlength=n_docs).astype(np.int32))
+        pair_keys: npt.NDArray[np.int64] = _NO_KEYS
+        if self.pair_field is not None:
+            pair_keys, pair_terms, pair_docs = _pairs(
+                [terms[f] for f in self._pair_sources],
+                [docs[f] for f in self._pair_sources],
+                n_single,
+            )
+            terms.append(pair_terms)
+            docs.append(pair_docs)
+            field_lengths.append(np.bincount(pair_docs, minlength=n_docs).astype(np.int32))
+        n_terms = n_single + pair_keys.shape[0]
         postings = [
-            _field_postings(np.frombuffer(t, np.int32), np.frombuffer(d, np.int32), n_docs, n_terms)
-            for t, d in zip(self._terms, self._docs, strict=True)
+            _field_postings(t, d, n_docs, n_terms) for t, d in zip(terms, docs, strict=True)
         ]
-        lengths = np.array(
-            [np.frombuffer(ln, np.int32) for ln in self._lengths], dtype=np.int32
-        ).reshape(len(self.fields), n_docs)
+        lengths = np.array(field_lengths, dtype=np.int32).reshape(len(self.fields), n_docs)
         stats = _FieldStats.of(lengths)
         rows = _bm25f_rows if settings.scoring == "bm25f" else _fields_rows
-        indptr, docs, scores = rows(postings, lengths, stats, weights, settings, n_terms)
+        indptr, row_docs, scores = rows(postings, lengths, stats, weights, settings, n_terms)
         return LexicalIndex(
             fields=self.fields,
             weights=weights,
@@ -183,12 +236,36 @@ class LexicalIndexBuilder:
             scoring=settings.scoring,
             vocabulary=dict(self.vocabulary),
             indptr=indptr,
-            docs=docs,
+            docs=row_docs,
             scores=scores,
             field_postings=tuple(postings),
             lengths=lengths,
             stats=stats,
+            pair_keys=pair_keys,
         )
+
+
+_NO_KEYS: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
+
+
+def _pairs(
+    terms: Sequence[IntArray], docs: Sequence[IntArray], n_single: int
+) -> tuple[npt.NDArray[np.int64], IntArray, IntArray]:
+    """Adjacent term pairs within each document of each field, as sorted integer keys.
+
+    Returns the distinct keys, each occurrence's term id (``n_single`` + key rank) and
+    each occurrence's document.
+    """
+    keys, owners = [], []
+    for field_terms, field_docs in zip(terms, docs, strict=True):
+        same = field_docs[1:] == field_docs[:-1]
+        keys.append(field_terms[:-1][same].astype(np.int64) * n_single + field_terms[1:][same])
+        owners.append(field_docs[1:][same])
+    if not keys:
+        return _NO_KEYS, np.empty(0, np.int32), np.empty(0, np.int32)
+    all_keys = np.concatenate(keys)
+    distinct, inverse = np.unique(all_keys, return_inverse=True)
+    return distinct, (inverse.ravel() + n_single).astype(np.int32), np.concatenate(owners)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,17 +331,29 @@ def _merge_rows(
     """Sum (term, doc, value) triples from several fields into one CSR matrix."""
     collected = list(parts)
     if not collected:
-        return np.zeros(n_terms + 1, np.int64), np.empty(0, np.int32), np.empty(0, np.float64)
-    keys = np.concatenate([t * max(n_docs, 1) + d for t, d, _ in collected])
+        return np.zeros(n_terms + 1, np.int64), np.empty(0, np.intp), np.empty(0, np.float64)
+    runs = [t * max(n_docs, 1) + d for t, d, _ in collected]
+    keys = np.concatenate(runs)
     values = np.concatenate([v for _, _, v in collected])
-    unique, inverse = np.unique(keys, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=values, minlength=len(unique)).astype(
-        np.float64, copy=False
-    )
+    # Runs over disjoint term ranges (the pair field's terms follow every single term)
+    # concatenate in order already; only overlapping runs need merging.
+    filled = [run for run in runs if run.shape[0]]
+    overlapping = any(later[0] <= run[-1] for run, later in pairwise(filled))
+    if overlapping:
+        # Each part is sorted by (term, doc): a stable sort only merges the runs, and it
+        # keeps a key's values in field order, so sums add up in a fixed order.
+        order = np.argsort(keys, kind="stable")
+        keys, values = keys[order], values[order]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        unique, summed = keys[starts], np.add.reduceat(values, starts)
+    else:
+        unique, summed = keys, values.astype(np.float64, copy=False)
     term_of = unique // max(n_docs, 1)
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(term_of, minlength=n_terms), out=indptr[1:])
-    return indptr, (unique % max(n_docs, 1)).astype(np.int32), summed
+    # Score rows hold native-width document numbers: bincount takes them without a cast,
+    # which made query accumulation ~40% faster than int32 on SciFact.
+    return indptr, (unique % max(n_docs, 1)).astype(np.intp), summed
 
 
 def _fields_rows(
@@ -334,27 +423,101 @@ class LexicalIndex:
     field_postings: tuple[_Postings, ...]
     lengths: IntArray  # (fields, docs)
     stats: _FieldStats
-    _bounds: list[int] = field(init=False, repr=False)
+    pair_keys: npt.NDArray[np.int64] = field(default_factory=lambda: _NO_KEYS)
+    _bounds: Sequence[int] = field(init=False, repr=False)
+    _pair_starts: Sequence[int] = field(init=False, repr=False)
+    _pair_seconds: Sequence[int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Row bounds as Python ints: slicing with them avoids a numpy round trip per term.
-        object.__setattr__(self, "_bounds", self.indptr.tolist())
+        # A read-only (memory-mapped) indptr is read through a memoryview instead, which
+        # also yields Python ints: a list would cost O(terms) at load and copy pages that
+        # processes sharing the mapping should share.
+        indptr = self.indptr
+        shared = not indptr.flags.writeable and indptr.dtype == np.dtype("=i8")
+        bounds = np.ascontiguousarray(indptr).data.cast("B").cast("q")
+        object.__setattr__(self, "_bounds", bounds if shared else indptr.tolist())
+        # Pairs sorted by (first, second): the pairs starting with term a are
+        # _pair_seconds[_pair_starts[a]:_pair_starts[a + 1]], found by bisection.
+        single, keys = len(self.vocabulary), self.pair_keys
+        firsts = keys // max(single, 1)
+        seconds = (keys - firsts * single).astype(np.int32)
+        starts = np.searchsorted(firsts, np.arange(single + 1 if keys.shape[0] else 0))
+        object.__setattr__(self, "_pair_starts", starts.tolist())
+        object.__setattr__(self, "_pair_seconds", seconds.data.cast("B").cast("i"))
+
+    @classmethod
+    def from_arrays(
+        cls,
+        *,
+        fields: Sequence[str],
+        settings: IndexSettings,
+        vocabulary: Mapping[str, int],
+        indptr: npt.NDArray[np.int64],
+        docs: IntArray,
+        scores: FloatArray,
+        postings: Sequence[tuple[npt.NDArray[np.int64], IntArray, IntArray]],
+        lengths: IntArray,
+        doc_count: npt.NDArray[np.int64],
+        avg_length: FloatArray,
+        pair_keys: npt.NDArray[np.int64] | None = None,
+    ) -> LexicalIndex:
+        """An index over arrays taken from a built one (e.g. a loaded snapshot); no scoring.
+
+        ``postings`` holds each field's ``(indptr, docs, tf)``; ``doc_count`` and
+        ``avg_length`` are the per-field statistics. The arrays are used as they are.
+        """
+        return cls(
+            fields=tuple(fields),
+            weights=np.array([settings.field_weights.get(f, 0.0) for f in fields], np.float64),
+            k1=float(settings.k1),
+            b=float(settings.b),
+            scoring=settings.scoring,
+            vocabulary=vocabulary,
+            indptr=indptr,
+            docs=docs,
+            scores=scores,
+            field_postings=tuple(_Postings(*arrays) for arrays in postings),
+            lengths=lengths,
+            stats=_FieldStats(doc_count, avg_length, int(lengths.shape[1])),
+            pair_keys=_NO_KEYS if pair_keys is None else pair_keys,
+        )
 
     @property
     def doc_count(self) -> int:
         """Number of documents indexed."""
         return self.stats.n_docs
 
+    def query_ids(self, terms: Sequence[str]) -> list[int]:
+        """Term ids of analyzed query terms, one per occurrence, unknown terms dropped,
+        followed by the ids of indexed adjacent pairs when the index has a pair field."""
+        found = list(map(self.vocabulary.get, terms))
+        ids = [tid for tid in found if tid is not None]
+        starts = self._pair_starts
+        if starts and len(found) > 1:
+            seconds, single = self._pair_seconds, len(self.vocabulary)
+            for first, second in pairwise(found):
+                if first is None or second is None:  # an unknown term breaks the pair
+                    continue
+                lo, hi = starts[first], starts[first + 1]
+                if lo < hi:
+                    at = bisect_left(seconds, second, lo, hi)
+                    if at < hi and seconds[at] == second:
+                        ids.append(single + at)
+        return ids
+
     def term_ids(self, terms: Iterable[str]) -> Counter[int]:
-        """Known term ids of a query with their multiplicities (unknown terms dropped)."""
-        get = self.vocabulary.get
-        return Counter(tid for tid in map(get, terms) if tid is not None)
+        """Known term ids of query terms (pairs included), with multiplicities."""
+        return Counter(self.query_ids(list(terms)))
 
     def score(self, terms: Sequence[str]) -> QueryScores:
-        """Score every document for ``terms`` (a repeated term counts once per occurrence)."""
-        get = self.vocabulary.get
+        """Score every document for query terms (see :meth:`query_ids`, :meth:`score_ids`)."""
+        return self.score_ids(self.query_ids(terms))
+
+    def score_ids(self, ids: Sequence[int]) -> QueryScores:
+        """Score every document for term ids (a repeated id counts once per occurrence)."""
         bounds = self._bounds
-        rows = [(bounds[tid], bounds[tid + 1]) for tid in map(get, terms) if tid is not None]
+        rows = [(bounds[tid], bounds[tid + 1]) for tid in ids]
         n = self.doc_count
         if not rows:
             return QueryScores(n, None)
@@ -369,14 +532,50 @@ class LexicalIndex:
             dense = cast(FloatArray, np.bincount(all_docs, weights=all_scores, minlength=n))
             probes = sorted(doc_parts, key=len)
             return QueryScores(n, dense, probes=probes)
-        order = np.argsort(all_docs, kind="stable")
-        sorted_docs = all_docs[order]
-        starts = np.flatnonzero(np.r_[True, sorted_docs[1:] != sorted_docs[:-1]])
-        return QueryScores(n, None, sorted_docs[starts], np.add.reduceat(all_scores[order], starts))
+        # Few postings over many documents: sum per distinct document, adding in the same
+        # (row) order as bincount and the C kernel, so every path gives identical sums.
+        unique, inverse = np.unique(all_docs, return_inverse=True)
+        summed = np.bincount(inverse.ravel(), weights=all_scores, minlength=unique.shape[0])
+        return QueryScores(n, None, unique, cast(FloatArray, summed))
+
+    def top_ids(
+        self, ids: Sequence[int], k: int, skip: MaskArray | None = None
+    ) -> tuple[IntArray, FloatArray]:
+        """The k best documents for term ids: score descending, then document ascending.
+
+        ``skip`` marks documents that must not be returned (True = skip). Uses the C
+        kernel when it was compiled, else numpy; both give identical results.
+        """
+        if not ids or k <= 0:
+            return _NO_DOCS, _NO_SCORES
+        if _kernel.available() and self.docs.dtype in _KERNEL_DOCS:
+            bounds = self._bounds
+            lows = [bounds[tid] for tid in ids]
+            highs = [bounds[tid + 1] for tid in ids]
+            docs = cast(_kernel.DocArray, self.docs)
+            return _kernel.score_topk(lows, highs, docs, self.scores, self.doc_count, k, skip)
+        return self.score_ids(ids).top(k, None if skip is None else ~skip)
+
+    def score_of_ids(self, ids: Sequence[int], doc: int) -> float:
+        """The score of one document for term ids (0.0 when it does not match)."""
+        if not ids:
+            return 0.0
+        if _kernel.available() and self.docs.dtype in _KERNEL_DOCS:
+            bounds = self._bounds
+            lows = [bounds[tid] for tid in ids]
+            highs = [bounds[tid + 1] for tid in ids]
+            return _kernel.score_of(
+                lows, highs, cast(_kernel.DocArray, self.docs), self.scores, doc
+            )
+        return self.score_ids(ids).score_of(doc)
 
     def explain(self, terms: Iterable[str], doc: int) -> dict[str, float]:
         """Per-field contributions to ``doc``'s score for ``terms``; they sum to the score."""
-        query = self.term_ids(terms)
+        return self.explain_ids(self.query_ids(list(terms)), doc)
+
+    def explain_ids(self, ids: Iterable[int], doc: int) -> dict[str, float]:
+        """Per-field contributions to ``doc``'s score for term ids; they sum to the score."""
+        query = Counter(ids)
         out = dict.fromkeys(self.fields, 0.0)
         stats, k1, b = self.stats, self.k1, self.b
         for term, count in query.items():

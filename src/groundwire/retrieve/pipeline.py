@@ -79,12 +79,10 @@ def retrieve(
     analyzer = kb.analyzer
     query_terms = analyzer.tokens(request.query)  # A
     segments = lexical_segments(request.query, request.recent_turns, config)  # C
-    lexical_terms = tuple(
-        term for segment in segments for term in kb.lexical_terms(analyzer.tokens(segment))
-    )
+    lexical_ids = kb.query_ids([analyzer.tokens(segment) for segment in segments])
     mask = kb.eligibility(request.scope, blocked_domains, allow)  # D
-    ranked, _ = kb.rank(  # B, E, F, G
-        lexical_terms,
+    ranking = kb.rank(  # B, E, F, G
+        lexical_ids,
         query_terms,
         lexical_k=2 * config.candidate_limit,
         limit=config.candidate_limit,  # H
@@ -99,9 +97,14 @@ def retrieve(
             lexical_score=item.lexical,
             exact=item.exact,
             alias=item.alias,
-            breakdown=kb.breakdown(lexical_terms, item, config.exact_boost, config.alias_boost),
+            breakdown=kb.breakdown(
+                lexical_ids,
+                item.doc,
+                config.exact_boost if item.exact else 0.0,
+                config.alias_boost if item.alias else 0.0,
+            ),
         )
-        for item in ranked
+        for item in ranking.items()
     ]
     primary = tuple(candidates[: config.result_limit])
     expanded = _expand(kb, primary, mask, config.relation_limit)  # I

@@ -100,7 +100,7 @@ class Analyzer:
                     f"choose one of: {algorithms} (or set stem=False)"
                 ) from exc
             self._stem = stemmer.stemWords
-        self._cache: dict[str, str | None] = {}
+        self._cache: dict[str, str] = {}
         self._lock = threading.Lock()
 
     # -- normalization --------------------------------------------------------------------
@@ -144,31 +144,30 @@ class Analyzer:
         return self.terms(self.words(text))
 
     def terms(self, words: list[str]) -> list[str]:
-        """Map already-normalized words to terms (None for stop words is dropped)."""
+        """Map already-normalized words to terms, dropping stop words."""
         cache = self._cache
-        missing = [word for word in words if word not in cache]
-        if missing:
-            self._learn(missing)
-        get = cache.get
-        out: list[str] = []
-        for word in words:
-            term = get(word, "")
-            if term == "":  # evicted between learn and read: recompute just this word
-                term = self._analyze([word])[0]
-            if term is not None:
-                out.append(term)
-        return out
+        found = list(map(cache.get, words))  # a stop word maps to "", an unseen word to None
+        if None in found:
+            self._learn([word for word, term in zip(words, found, strict=True) if term is None])
+            # Re-read; a word evicted meanwhile by another thread is analyzed on the spot.
+            found = [cache[w] if w in cache else self._analyze([w])[0] for w in words]
+        return [term for term in found if term]
+
+    def analyze_words(self, words: list[str]) -> list[str]:
+        """The term of each normalized word, aligned with ``words`` ("" for a stop word)."""
+        return self._analyze(words)
 
     def phrase(self, text: str) -> str:
         """The key of a phrase for exact/alias lookup: its terms joined by spaces."""
         return " ".join(self.tokens(text))
 
-    def _analyze(self, words: list[str]) -> list[str | None]:
+    def _analyze(self, words: list[str]) -> list[str]:
+        """Terms of words; a stop word becomes "" (never a term)."""
         stop = self._stopwords
         kept = [word for word in words if word not in stop]
         stems = self._stem(kept) if self._stem is not None and kept else kept
         mapping = dict(zip(kept, stems, strict=True))
-        return [None if word in stop else self._keep_cjk(word, mapping[word]) for word in words]
+        return ["" if word in stop else self._keep_cjk(word, mapping[word]) for word in words]
 
     @staticmethod
     def _keep_cjk(word: str, stem: str) -> str:

@@ -1,0 +1,552 @@
+/* Query kernel for groundwire's precomputed BM25 rows (loaded through ctypes).
+ *
+ * Plain C99 without Python or numpy headers, so one shared library serves every Python
+ * version. The numpy path in groundwire.index.lexical gives identical results; this only
+ * removes the per-call overhead of a dozen numpy operations per query.
+ *
+ * Bitwise identity with numpy: np.bincount(docs, weights) starts each document at 0.0 and
+ * adds its weights in array order, one double addition at a time. The kernel adds in the
+ * same order (rows in the order given, postings in row order) with plain double additions;
+ * C99 does not let the compiler reassociate them (no -ffast-math), so the sums are equal.
+ *
+ * Rows hold int64 documents (a freshly built index, np.intp) or int32 documents (an index
+ * loaded from a snapshot, which stores them as int32): gw_query.wide says which.
+ *
+ * Entry points: gw_query_topk / gw_query_score_of take one gw_query (all arguments in a
+ * struct: a one-pointer ctypes call costs ~0.4 us where twelve arguments cost ~2 us) and
+ * check bounds and documents; gw_score_topk / gw_score_of are the plain-argument forms for
+ * int64 documents, which trust their input.
+ *
+ * A query runs in three steps:
+ *   1. accumulate: acc[doc] += score over every posting, in row order;
+ *   2. collect candidates (positive, not excluded, not below a floor) into `touched`,
+ *      either by scanning acc densely (when the rows hold at least a quarter as many
+ *      postings as there are documents: a linear scan, mostly branch-free) or, for sparse
+ *      queries over many documents, through the list of touched documents kept during
+ *      step 1 (`seen` marks them). The floor starts at the k-th best sum among the
+ *      documents of the rarest row (gw_probe); whenever the candidates reach k + max(k,
+ *      GW_SPARE_MIN), a selection keeps the k best and raises the floor to the k-th best;
+ *   3. select the k best candidates and sort them (score descending, document ascending).
+ * The scratch is zeroed on the way out. Selection and sorting compare (score, document)
+ * pairs, a strict total order, so the result does not depend on the candidates' order.
+ */
+#include <float.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Extended-precision intermediates (x87) would round differently from numpy's doubles:
+   refuse to build there, and groundwire falls back to numpy. */
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "the groundwire kernel needs double arithmetic without extended precision"
+#endif
+
+#if defined(_WIN32)
+#define GW_EXPORT __declspec(dllexport)
+#else
+#define GW_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Bumped whenever a signature or a semantic changes; the loader refuses a stale library. */
+#define GW_ABI_VERSION 1
+
+/* Scan acc densely when n_docs <= GW_DENSE_RATIO * postings (see step 2 above). */
+#define GW_DENSE_RATIO 4
+/* Candidates kept before a selection shrinks them back to k: k + max(k, GW_SPARE_MIN).
+   Early selections raise the floor sooner; too frequent ones cost more than they prune
+   (SciFact, k = 10/100/1000: 64 is as good as 32 or 128, better than 16 or 3k + 256). */
+#ifndef GW_SPARE_MIN
+#define GW_SPARE_MIN 64
+#endif
+/* A probe row (see gw_probe) is used when k <= GW_PROBE_MAX_K and the row holds at most
+   GW_PROBE_FACTOR * k + GW_PROBE_MIN documents: beyond, its heap costs more than the bound
+   saves (measured on SciFact: k = 10 and 100 gain 10-30%, k = 1000 loses 15%). */
+#ifndef GW_PROBE_MAX_K
+#define GW_PROBE_MAX_K 256
+#endif
+#define GW_PROBE_FACTOR 16
+#define GW_PROBE_MIN 256
+/* Ranges this short are sorted by insertion. */
+#define GW_SMALL 16
+/* Quickselect rounds and quicksort depth before falling back to heaps (bounding the worst
+   case); overridable to exercise the fallbacks in tests. */
+#ifndef GW_SELECT_ROUNDS
+#define GW_SELECT_ROUNDS 64
+#endif
+#ifndef GW_SORT_DEPTH
+#define GW_SORT_DEPTH 128
+#endif
+
+GW_EXPORT int64_t gw_abi_version(void) { return GW_ABI_VERSION; }
+
+/* Document number j of a row array of int64 (wide) or int32 documents. `wide` is constant
+   in every loop, so the compiler unswitches the loops into one copy per width. */
+static inline int64_t gw_doc(const void *docs, int wide, int64_t j) {
+    return wide ? ((const int64_t *)docs)[j] : (int64_t)((const int32_t *)docs)[j];
+}
+
+/* Whether (score a, doc da) ranks above (score b, doc db): higher score, or equal score and
+   lower document number. Documents are distinct, so this is a strict total order. */
+static inline int gw_better(double a, int64_t da, double b, int64_t db) {
+    return a > b || (a == b && da < db);
+}
+
+/* Whether any of the 8 doubles at p reaches the floor (exceeds it when strict): a
+   branch-free filter before the exact test of each. With GCC or Clang, two-lane vectors
+   (SSE2 on x86-64, NEON on arm64) make it ~3x faster than scalar comparisons, which
+   other compilers get. A NaN never reaches (nor would it pass the exact test). */
+static inline int gw_block_reaches(const double *p, double floor, int strict) {
+#if defined(__GNUC__)
+    typedef double gw_v2d __attribute__((vector_size(16)));
+    gw_v2d f = {floor, floor}, x0, x1, x2, x3;
+    memcpy(&x0, p, sizeof x0);
+    memcpy(&x1, p + 2, sizeof x1);
+    memcpy(&x2, p + 4, sizeof x2);
+    memcpy(&x3, p + 6, sizeof x3);
+    if (strict) {
+        __typeof__(x0 > f) m = (x0 > f) | (x1 > f) | (x2 > f) | (x3 > f);
+        return (m[0] | m[1]) != 0;
+    }
+    __typeof__(x0 >= f) m = (x0 >= f) | (x1 >= f) | (x2 >= f) | (x3 >= f);
+    return (m[0] | m[1]) != 0;
+#else
+    int any = 0;
+    for (int i = 0; i < 8; i++) any |= strict ? p[i] > floor : p[i] >= floor;
+    return any;
+#endif
+}
+
+/* -- selection over candidate documents whose scores are read from acc ------------------ */
+
+static inline int gw_cand_better(const double *acc, int64_t x, int64_t y) {
+    return gw_better(acc[x], x, acc[y], y);
+}
+
+static inline void gw_swap(int64_t *c, int64_t i, int64_t j) {
+    int64_t t = c[i];
+    c[i] = c[j];
+    c[j] = t;
+}
+
+/* Sift the item at i down a heap of n items whose root is the worst (heap select). */
+static void gw_cand_sift(const double *acc, int64_t *c, int64_t n, int64_t i) {
+    for (;;) {
+        int64_t child = 2 * i + 1;
+        if (child >= n) return;
+        if (child + 1 < n && gw_cand_better(acc, c[child], c[child + 1])) child++;
+        if (!gw_cand_better(acc, c[i], c[child])) return;
+        gw_swap(c, i, child);
+        i = child;
+    }
+}
+
+/* Fallback when quickselect degrades: a heap of the k best (worst at the root). */
+static void gw_heap_select(const double *acc, int64_t *c, int64_t n, int64_t k) {
+    for (int64_t i = k / 2; i-- > 0;) gw_cand_sift(acc, c, k, i);
+    for (int64_t i = k; i < n; i++) {
+        if (gw_cand_better(acc, c[i], c[0])) {
+            gw_swap(c, 0, i);
+            gw_cand_sift(acc, c, k, 0);
+        }
+    }
+}
+
+/* Rearrange c[0..n) so that c[0..k) holds the k best (in no particular order), 0 < k < n.
+   Quickselect with a median-of-three pivot, falling back to a heap after too many rounds. */
+static void gw_select(const double *acc, int64_t *c, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1, budget = GW_SELECT_ROUNDS;
+    while (hi > lo) {
+        if (--budget == 0) {
+            gw_heap_select(acc, c + lo, hi - lo + 1, k - lo);
+            return;
+        }
+        int64_t mid = lo + (hi - lo) / 2;
+        /* Order c[lo], c[mid], c[hi] best first; the median becomes the pivot. */
+        if (gw_cand_better(acc, c[mid], c[lo])) gw_swap(c, mid, lo);
+        if (gw_cand_better(acc, c[hi], c[lo])) gw_swap(c, hi, lo);
+        if (gw_cand_better(acc, c[hi], c[mid])) gw_swap(c, hi, mid);
+        int64_t pivot = c[mid];
+        double ps = acc[pivot];
+        int64_t i = lo, j = hi;
+        while (i <= j) { /* Hoare partition: better than the pivot to the left */
+            while (gw_better(acc[c[i]], c[i], ps, pivot)) i++;
+            while (gw_better(ps, pivot, acc[c[j]], c[j])) j--;
+            if (i <= j) {
+                gw_swap(c, i, j);
+                i++;
+                j--;
+            }
+        }
+        /* Now c[lo..j] are at least as good as the pivot, c[i..hi] at most, j < i. */
+        if (k - 1 <= j) {
+            hi = j;
+        } else if (k - 1 >= i) {
+            lo = i;
+        } else {
+            return; /* position k-1 holds the pivot, between the two sides */
+        }
+    }
+}
+
+/* -- sorting the k results (documents with their scores) -------------------------------- */
+
+static inline void gw_pair_swap(int64_t *d, double *s, int64_t i, int64_t j) {
+    int64_t td = d[i];
+    double ts = s[i];
+    d[i] = d[j];
+    s[i] = s[j];
+    d[j] = td;
+    s[j] = ts;
+}
+
+static void gw_insertion_sort(int64_t *d, double *s, int64_t n) {
+    for (int64_t i = 1; i < n; i++) {
+        int64_t doc = d[i];
+        double score = s[i];
+        int64_t j = i;
+        while (j > 0 && gw_better(score, doc, s[j - 1], d[j - 1])) {
+            d[j] = d[j - 1];
+            s[j] = s[j - 1];
+            j--;
+        }
+        d[j] = doc;
+        s[j] = score;
+    }
+}
+
+static void gw_pair_sift(int64_t *d, double *s, int64_t n, int64_t i) {
+    for (;;) { /* a heap whose root is the worst, so the heap sort leaves the best first */
+        int64_t child = 2 * i + 1;
+        if (child >= n) return;
+        if (child + 1 < n && gw_better(s[child], d[child], s[child + 1], d[child + 1])) child++;
+        if (!gw_better(s[i], d[i], s[child], d[child])) return;
+        gw_pair_swap(d, s, i, child);
+        i = child;
+    }
+}
+
+static void gw_heap_sort(int64_t *d, double *s, int64_t n) {
+    for (int64_t i = n / 2; i-- > 0;) gw_pair_sift(d, s, n, i);
+    for (int64_t end = n - 1; end > 0; end--) {
+        gw_pair_swap(d, s, 0, end);
+        gw_pair_sift(d, s, end, 0);
+    }
+}
+
+/* Sort n results best first: quicksort, insertion sort for short ranges, heap sort when the
+   recursion gets too deep. */
+static void gw_sort(int64_t *d, double *s, int64_t n, int depth) {
+    while (n > GW_SMALL) {
+        if (depth-- == 0) {
+            gw_heap_sort(d, s, n);
+            return;
+        }
+        int64_t mid = n / 2, last = n - 1;
+        if (gw_better(s[mid], d[mid], s[0], d[0])) gw_pair_swap(d, s, mid, 0);
+        if (gw_better(s[last], d[last], s[0], d[0])) gw_pair_swap(d, s, last, 0);
+        if (gw_better(s[last], d[last], s[mid], d[mid])) gw_pair_swap(d, s, last, mid);
+        int64_t pd = d[mid];
+        double ps = s[mid];
+        int64_t i = 0, j = last;
+        while (i <= j) {
+            while (gw_better(s[i], d[i], ps, pd)) i++;
+            while (gw_better(ps, pd, s[j], d[j])) j--;
+            if (i <= j) {
+                gw_pair_swap(d, s, i, j);
+                i++;
+                j--;
+            }
+        }
+        /* Recurse into the smaller side, loop on the larger. */
+        if (j + 1 < n - i) {
+            gw_sort(d, s, j + 1, depth);
+            d += i;
+            s += i;
+            n -= i;
+        } else {
+            gw_sort(d + i, s + i, n - i, depth);
+            n = j + 1;
+        }
+    }
+    gw_insertion_sort(d, s, n);
+}
+
+/* -- candidates -------------------------------------------------------------------------- */
+
+/* Candidates are documents in c[0..count); a selection keeps the k best once count reaches
+   limit, and `floor` becomes the k-th best score: a candidate below it cannot make the top k.
+   A candidate equal to it might (a lower document number), so it is kept. */
+typedef struct {
+    int64_t *c;
+    int64_t count, k, limit;
+    double floor;
+} gw_candidates;
+
+/* Keep the k best candidates, raise the floor to the k-th best score; with zero_dropped,
+   clear the acc of the dropped ones (nothing else would). */
+static void gw_shrink(gw_candidates *cand, double *acc, int zero_dropped) {
+    gw_select(acc, cand->c, cand->count, cand->k);
+    double worst = acc[cand->c[0]];
+    for (int64_t i = 1; i < cand->k; i++) {
+        double s = acc[cand->c[i]];
+        if (s < worst) worst = s;
+    }
+    if (zero_dropped) {
+        for (int64_t i = cand->k; i < cand->count; i++) acc[cand->c[i]] = 0.0;
+    }
+    cand->floor = worst;
+    cand->count = cand->k;
+}
+
+static inline int64_t gw_finish(gw_candidates *cand, const double *acc, int64_t *out_docs,
+                                double *out_scores) {
+    int64_t n = cand->count;
+    if (n > cand->k) {
+        gw_select(acc, cand->c, n, cand->k);
+        n = cand->k;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        out_docs[i] = cand->c[i];
+        out_scores[i] = acc[cand->c[i]];
+    }
+    gw_sort(out_docs, out_scores, n, GW_SORT_DEPTH);
+    return n;
+}
+
+/* Min-heap of doubles (the k best probe scores so far, the k-th best at the root). */
+static void gw_min_sift(double *h, int64_t n, int64_t i) {
+    double v = h[i];
+    for (;;) {
+        int64_t child = 2 * i + 1;
+        if (child >= n) break;
+        if (child + 1 < n && h[child + 1] < h[child]) child++;
+        if (!(h[child] < v)) break;
+        h[i] = h[child];
+        i = child;
+    }
+    h[i] = v;
+}
+
+/* One query. Bounds are clamped to [0, n_postings) and documents outside [0, n_docs) make
+   the query fail (-1) when n_postings / n_docs are >= 0; -1 means unknown (not checked;
+   an unknown n_docs also rules out the dense scan). */
+typedef struct {
+    const int64_t *lo;       /* row starts, n_rows of them */
+    const int64_t *hi;       /* row ends */
+    int64_t n_rows;
+    const void *docs;        /* int64 documents when wide != 0, else int32 */
+    int64_t wide;
+    const double *scores;
+    int64_t n_postings;      /* length of docs and scores, or -1 */
+    int64_t n_docs;          /* documents in the index, or -1 */
+    double *acc;             /* scratch: n_docs doubles, zero on entry and exit */
+    uint8_t *seen;           /* scratch: n_docs bytes, zero on entry and exit */
+    int64_t *touched;        /* scratch: min(n_docs, postings) documents */
+    const uint8_t *excluded; /* NULL, or n_docs flags: documents to skip */
+    int64_t k;
+    int64_t *out_docs;       /* k documents, best first */
+    double *out_scores;      /* their scores */
+} gw_query;
+
+/* A lower bound on the k-th best score once acc holds the sums: the k-th best eligible sum
+   among the documents of the shortest row with at least k of them (the rarest term's
+   documents tend to score highest, so the bound is tight). Documents scoring below it
+   cannot make the top k; one scoring exactly it still can (by document number). 0.0 when
+   no row has k positive eligible sums, or k is large (then the probe would cost more than
+   it saves). `heap` holds k doubles. */
+static double gw_probe(const gw_query *q, int wide, int64_t k, double *heap) {
+    if (k <= 0 || k > GW_PROBE_MAX_K) return 0.0;
+    int64_t start = 0, end = 0, best = INT64_MAX, limit = q->n_postings;
+    for (int64_t r = 0; r < q->n_rows; r++) {
+        int64_t a = q->lo[r] > 0 ? q->lo[r] : 0;
+        int64_t b = limit >= 0 && q->hi[r] > limit ? limit : q->hi[r];
+        if (b - a >= k && b - a < best) {
+            start = a;
+            end = b;
+            best = b - a;
+        }
+    }
+    if (best == INT64_MAX || best > GW_PROBE_FACTOR * k + GW_PROBE_MIN) return 0.0;
+    const double *acc = q->acc;
+    const uint8_t *excluded = q->excluded;
+    uint64_t doc_end = q->n_docs >= 0 ? (uint64_t)q->n_docs : UINT64_MAX;
+    int64_t n = 0;
+    for (int64_t j = start; j < end; j++) {
+        int64_t doc = gw_doc(q->docs, wide, j);
+        if ((uint64_t)doc >= doc_end || (excluded != NULL && excluded[doc])) continue;
+        double s = acc[doc];
+        if (!(s > 0.0)) continue; /* not a candidate (and a NaN would break the heap) */
+        if (n < k) {
+            heap[n++] = s;
+            if (n == k) {
+                for (int64_t i = k / 2; i-- > 0;) gw_min_sift(heap, k, i);
+            }
+        } else if (s > heap[0]) {
+            heap[0] = s;
+            gw_min_sift(heap, k, 0);
+        }
+    }
+    return n == k ? heap[0] : 0.0;
+}
+
+static inline int64_t gw_topk(const gw_query *q, int wide) {
+    const int64_t *lo = q->lo, *hi = q->hi;
+    const void *docs = q->docs;
+    const double *scores = q->scores;
+    const uint8_t *excluded = q->excluded;
+    double *acc = q->acc;
+    uint8_t *seen = q->seen;
+    int64_t *touched = q->touched;
+    int64_t n_rows = q->n_rows, n_docs = q->n_docs, limit = q->n_postings;
+    /* Unsigned comparison: a negative document is out of range too. */
+    uint64_t doc_end = n_docs >= 0 ? (uint64_t)n_docs : UINT64_MAX;
+    int64_t k = q->k > 0 ? q->k : 0, postings = 0;
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t a = lo[r] > 0 ? lo[r] : 0, b = limit >= 0 && hi[r] > limit ? limit : hi[r];
+        if (b > a) postings += b - a;
+    }
+    if (postings == 0) return 0;
+    int64_t spare = k < GW_SPARE_MIN ? k + GW_SPARE_MIN : k < INT64_MAX / 2 ? 2 * k : INT64_MAX;
+    gw_candidates cand = {touched, 0, k, spare, 0.0};
+    int bad = 0;
+
+    if (n_docs >= 0 && n_docs <= GW_DENSE_RATIO * postings) {
+        /* Dense: accumulate, scan every document, clear acc in one go. */
+        for (int64_t r = 0; r < n_rows; r++) {
+            int64_t a = lo[r] > 0 ? lo[r] : 0, b = limit >= 0 && hi[r] > limit ? limit : hi[r];
+            for (int64_t j = a; j < b; j++) {
+                int64_t doc = gw_doc(docs, wide, j);
+                if ((uint64_t)doc >= doc_end) {
+                    bad = 1;
+                    continue;
+                }
+                acc[doc] += scores[j];
+            }
+        }
+        if (k > 0 && !bad) {
+            /* A candidate must reach the floor. Once a selection has set it (to the k-th
+               best so far, all of lower document numbers since documents ascend here),
+               reaching is not enough: a tie loses to the kept k-th. Blocks of 8 are tested
+               without branches first: past the first blocks most fall below the floor. */
+            double floor = gw_probe(q, wide, k, q->out_scores);
+            int strict = floor == 0.0;
+            for (int64_t doc = 0; doc < n_docs; doc += 8) {
+                int64_t end = n_docs - doc >= 8 ? doc + 8 : n_docs;
+                if (end == doc + 8 && !gw_block_reaches(acc + doc, floor, strict)) continue;
+                for (int64_t d = doc; d < end; d++) {
+                    double s = acc[d];
+                    if ((strict ? s > floor : s >= floor) && s > 0.0 &&
+                        !(excluded != NULL && excluded[d])) {
+                        cand.c[cand.count++] = d;
+                        if (cand.count == cand.limit) {
+                            gw_shrink(&cand, acc, 0);
+                            floor = cand.floor;
+                            strict = 1;
+                        }
+                    }
+                }
+            }
+        }
+        int64_t n = bad ? -1 : gw_finish(&cand, acc, q->out_docs, q->out_scores);
+        memset(acc, 0, (size_t)n_docs * sizeof(double));
+        return n;
+    }
+
+    /* Sparse: remember every touched document once (branch-free), then walk that list,
+       clearing seen and the acc of every document that does not stay a candidate. The
+       candidates are written over the list's own front (never ahead of the reading). */
+    int64_t n_touched = 0;
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t a = lo[r] > 0 ? lo[r] : 0, b = limit >= 0 && hi[r] > limit ? limit : hi[r];
+        for (int64_t j = a; j < b; j++) {
+            int64_t doc = gw_doc(docs, wide, j);
+            if ((uint64_t)doc >= doc_end) {
+                bad = 1;
+                continue;
+            }
+            touched[n_touched] = doc;
+            n_touched += !seen[doc];
+            seen[doc] = 1;
+            acc[doc] += scores[j];
+        }
+    }
+    if (bad) k = 0; /* still walk the list to clear the scratch */
+    cand.floor = gw_probe(q, wide, k, q->out_scores);
+    for (int64_t t = 0; t < n_touched; t++) {
+        int64_t doc = touched[t];
+        double s = acc[doc];
+        seen[doc] = 0;
+        if (k > 0 && s >= cand.floor && s > 0.0 && !(excluded != NULL && excluded[doc])) {
+            cand.c[cand.count++] = doc;
+            if (cand.count == cand.limit) gw_shrink(&cand, acc, 1);
+        } else {
+            acc[doc] = 0.0;
+        }
+    }
+    int64_t n = gw_finish(&cand, acc, q->out_docs, q->out_scores);
+    for (int64_t i = 0; i < cand.count; i++) acc[cand.c[i]] = 0.0;
+    return bad ? -1 : n;
+}
+
+static inline double gw_score(const int64_t *lo, const int64_t *hi, int64_t n_rows,
+                              const void *docs, int wide, const double *scores,
+                              int64_t limit, int64_t doc) {
+    double total = 0.0; /* bincount's starting value; 0.0 + s == s bit for bit */
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t a = lo[r] > 0 ? lo[r] : 0, end = limit >= 0 && hi[r] > limit ? limit : hi[r];
+        int64_t b = end; /* the first position with docs >= doc is in [a, b] */
+        while (a < b) {
+            int64_t mid = a + (b - a) / 2;
+            if (gw_doc(docs, wide, mid) < doc) {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        if (a < end && gw_doc(docs, wide, a) == doc) total += scores[a];
+    }
+    return total;
+}
+
+/* The k best documents of one query (see gw_query), best first in out_docs/out_scores:
+   the sums of the rows, added in row order like numpy's bincount, positive only, not
+   excluded, by score descending then document ascending. Returns how many were written
+   (<= k), or -1 when a document lies outside [0, n_docs) (the scratch is still cleared).
+   Python calls this one: a single pointer argument is the cheapest ctypes call. */
+GW_EXPORT int64_t gw_query_topk(const gw_query *q) {
+    return q->wide ? gw_topk(q, 1) : gw_topk(q, 0);
+}
+
+/* Score of document `doc` for the rows of q (0.0 if it is in none), equal to the sum
+   gw_query_topk computes. Only lo, hi, n_rows, docs, wide, scores, n_postings are read. */
+GW_EXPORT double gw_query_score_of(const gw_query *q, int64_t doc) {
+    return gw_score(q->lo, q->hi, q->n_rows, q->docs, (int)q->wide, q->scores, q->n_postings,
+                    doc);
+}
+
+/* Sum rows [lo[i], hi[i]) of (docs, scores) in row order i = 0..n_rows-1 (so the float
+   additions happen in exactly the order numpy's bincount over the concatenated rows does),
+   skip documents with excluded != NULL && excluded[doc], keep only sums > 0, and write the
+   best k as (score descending, document ascending) into out_docs/out_scores.
+   acc (double[n_docs]) and seen (uint8[n_docs]) are caller-owned scratch that must be all
+   zero on entry and are returned all zero; touched (int64[capacity]) is scratch with
+   capacity >= the number of distinct documents in the rows (pass sum of row lengths).
+   Returns the number of results written (<= k). The bounds and documents are trusted,
+   and without n_docs the sparse strategy is used: gw_query_topk is the checked, faster
+   entry point. */
+GW_EXPORT int64_t gw_score_topk(const int64_t *lo, const int64_t *hi, int64_t n_rows,
+                                const int64_t *docs, const double *scores,
+                                double *acc, uint8_t *seen, int64_t *touched,
+                                const uint8_t *excluded, int64_t k,
+                                int64_t *out_docs, double *out_scores) {
+    gw_query q = {lo, hi, n_rows, docs, 1, scores, -1, -1, acc, seen, touched, excluded, k,
+                  out_docs, out_scores};
+    return gw_topk(&q, 1);
+}
+
+/* Score of one document: sum over rows (row order) of its score in that row (binary
+   search; rows are ascending by doc), 0.0 if absent. */
+GW_EXPORT double gw_score_of(const int64_t *lo, const int64_t *hi, int64_t n_rows,
+                             const int64_t *docs, const double *scores, int64_t doc) {
+    return gw_score(lo, hi, n_rows, docs, 1, scores, -1, doc);
+}

@@ -1,0 +1,415 @@
+"""Snapshot folders on disk: private atomic writes, writer locks, verified memory maps.
+
+A snapshot folder holds ``manifest.json`` and content-addressed files named
+``<logical>.<first 12 hex of SHA-256>.<ext>``; ``manifest.json`` is the only mutable
+name. This module knows nothing of knowledge bases: ``snapshot.py`` decides what the
+files hold.
+
+Writing (see :func:`write_files`, :func:`install_new`, :func:`swap_manifest`):
+files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600 inside a
+temporary folder made by ``mkdtemp`` (mode 0700), fsynced one by one, then the folder
+itself is fsynced. A new snapshot is renamed into place as a whole folder; an existing
+one is replaced by moving the new content-addressed files in (names never collide with
+different content) and then renaming the new ``manifest.json`` over the old one: one
+atomic ``rename(2)``. Writers of one folder serialize on ``flock`` of its ``.lock``.
+
+Reading (see :func:`open_dir`, :func:`map_file`): the folder is opened once
+(``O_DIRECTORY | O_NOFOLLOW``) and every file is opened relative to that descriptor
+with ``O_NOFOLLOW``, checked (regular file, exact size), optionally hashed, and mapped
+from the same descriptor, so the bytes verified are the bytes served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import mmap
+import os
+import re
+import shutil
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.errors import IndexFormatError
+
+try:  # POSIX; elsewhere writers are not serialized (documented)
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "LOCK",
+    "MANIFEST",
+    "Payload",
+    "collect_garbage",
+    "fsync_dir",
+    "install_new",
+    "lock",
+    "map_file",
+    "open_dir",
+    "read_small",
+    "sha256_fd",
+    "swap_manifest",
+    "write_files",
+]
+
+MANIFEST = "manifest.json"
+LOCK = ".lock"
+TMP_PREFIX = ".tmp-"
+#: Names a snapshot writer creates; anything else in a folder is never deleted.
+OBJECT_NAME = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)*\.[0-9a-f]{12}\.(npy|bin|json|jsonl)")
+_WRITE_CHUNK = 1 << 26  # os.write moves at most ~2 GiB per call; 64 MiB keeps it simple
+_HASH_CHUNK = 1 << 20
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: fault the whole mapping in at once
+_MAX_NPY_HEADER = 1 << 16  # numpy writes headers of a few hundred bytes
+# numpy parses .npy headers with ast.literal_eval, which CPython 3.11 cannot run in two
+# threads at once ("AST constructor recursion depth mismatch"): concurrent loads take turns.
+_HEADER_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """One file to write: its logical name, extension and content (buffers, in order)."""
+
+    logical: str
+    ext: str
+    chunks: Sequence[Any]  # bytes-like objects (bytes, memoryviews of arrays)
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+
+    def digest(self) -> tuple[str, int]:
+        """SHA-256 hex digest and size in bytes of the content."""
+        digest = hashlib.sha256()
+        size = 0
+        for chunk in self.chunks:
+            view = memoryview(chunk).cast("B")
+            digest.update(view)
+            size += view.nbytes
+        return digest.hexdigest(), size
+
+
+# -- writing --------------------------------------------------------------------------------
+def _write_file(dir_fd: int, name: str, chunks: Sequence[Any]) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+    fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+    try:
+        for chunk in chunks:
+            view = memoryview(chunk).cast("B")
+            while view.nbytes:
+                written = os.write(fd, view[:_WRITE_CHUNK])
+                view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames and creations in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_files(folder: Path, payloads: Sequence[Payload]) -> dict[str, dict[str, Any]]:
+    """Write every payload into ``folder`` under its content-addressed name (fsynced).
+
+    Returns the manifest's ``files`` table: logical name → file, sha256, bytes (and
+    dtype/shape for arrays).
+    """
+    table: dict[str, dict[str, Any]] = {}
+    dir_fd = os.open(folder, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    try:
+        for payload in payloads:
+            digest, size = payload.digest()
+            name = f"{payload.logical}.{digest[:12]}.{payload.ext}"
+            _write_file(dir_fd, name, payload.chunks)
+            entry: dict[str, Any] = {"file": name, "sha256": digest, "bytes": size}
+            if payload.dtype is not None and payload.shape is not None:
+                entry["dtype"] = payload.dtype
+                entry["shape"] = list(payload.shape)
+            table[payload.logical] = entry
+    finally:
+        os.close(dir_fd)
+    return table
+
+
+def write_manifest(folder: Path, data: bytes) -> None:
+    """Write ``manifest.json`` into a temporary folder and fsync the folder."""
+    dir_fd = os.open(folder, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    try:
+        _write_file(dir_fd, MANIFEST, [data])
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def make_temp(parent: Path, prefix: str) -> Path:
+    """A new private (0700) temporary folder in ``parent``."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+
+
+def install_new(temp: Path, target: Path) -> bool:
+    """Rename a complete temporary snapshot folder to ``target``; False if it exists now."""
+    try:
+        os.rename(temp, target)
+    except OSError as exc:
+        if target.exists() or target.is_symlink():
+            return False
+        raise IndexFormatError(f"{target}: cannot install the snapshot ({exc.strerror})") from exc
+    fsync_dir(target.parent)
+    return True
+
+
+def move_objects(temp: Path, target: Path, names: Sequence[str]) -> None:
+    """Move content-addressed files from ``temp`` into ``target`` (same name, same bytes)."""
+    for name in names:
+        os.replace(temp / name, target / name)
+    fsync_dir(target)
+
+
+def swap_manifest(temp: Path, target: Path) -> None:
+    """Atomically make ``temp``'s manifest the one of ``target``: readers switch here."""
+    os.replace(temp / MANIFEST, target / MANIFEST)
+    fsync_dir(target)
+
+
+@contextlib.contextmanager
+def lock(folder: Path) -> Iterator[None]:
+    """Hold the exclusive writer lock of a snapshot folder (``flock`` on ``.lock``)."""
+    flags = os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC
+    try:
+        fd = os.open(folder / LOCK, flags, 0o600)
+    except OSError as exc:
+        raise IndexFormatError(f"{folder}: cannot create the writer lock ({exc.strerror})") from exc
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+@contextlib.contextmanager
+def locked_temp(parent: Path, prefix: str) -> Iterator[Path]:
+    """A private temporary folder holding a locked ``.lock`` while its writer lives.
+
+    The lock file is locked under another name and then renamed to ``.lock``, so a
+    cleaner never sees an unlocked ``.lock`` of a live writer (see clean_stale_temps).
+    """
+    temp = make_temp(parent, prefix)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+    fd = os.open(temp / (LOCK + ".new"), flags, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(temp / (LOCK + ".new"), temp / LOCK)
+        yield temp
+    finally:
+        os.close(fd)
+        shutil.rmtree(temp, ignore_errors=True)  # gone already once installed
+
+
+def clean_stale_temps(parent: Path, prefix: str) -> None:
+    """Remove temporary folders ``prefix*`` in ``parent`` whose writer died.
+
+    A live writer holds its folder's ``.lock``; a lock we can take belongs to nobody.
+    """
+    if fcntl is None:
+        return
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        folder = parent / name
+        try:
+            fd = os.open(folder / LOCK, os.O_RDWR | _O_NOFOLLOW | _O_CLOEXEC)
+        except OSError:
+            continue  # no lock yet (being created) or not ours
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live writer
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            os.close(fd)
+
+
+def collect_garbage(target: Path, keep: set[str]) -> None:
+    """Delete files of older snapshots and dead writers' temporary folders (lock held).
+
+    Only names a writer creates are considered; anything else is left alone.
+    """
+    for name in os.listdir(target):
+        path = target / name
+        if name.startswith(TMP_PREFIX) and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif OBJECT_NAME.fullmatch(name) and name not in keep:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+def foreign_names(target: Path) -> list[str]:
+    """Names in a folder that no snapshot writer creates (replacing would be unsafe)."""
+    own = {MANIFEST, LOCK}
+    return sorted(
+        name
+        for name in os.listdir(target)
+        if name not in own and not name.startswith(TMP_PREFIX) and not OBJECT_NAME.fullmatch(name)
+    )
+
+
+# -- reading --------------------------------------------------------------------------------
+def open_dir(path: Path) -> int:
+    """Open a snapshot folder (not through a symlink); raises IndexFormatError."""
+    try:
+        return os.open(path, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+    except FileNotFoundError as exc:
+        raise IndexFormatError(
+            f"{path}: no such snapshot folder; build one with 'groundwire index'"
+        ) from exc
+    except OSError as exc:
+        if os.path.islink(path):
+            raise IndexFormatError(
+                f"{path}: is a symlink; open the snapshot folder itself"
+            ) from exc
+        raise IndexFormatError(f"{path}: not a snapshot folder ({exc.strerror})") from exc
+
+
+def _open_regular(dir_fd: int, name: str, where: str) -> tuple[int, int]:
+    """Open ``name`` relative to ``dir_fd``: (fd, size). FileNotFoundError propagates."""
+    fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise IndexFormatError(f"{where}: {name} is not a regular file")
+    return fd, info.st_size
+
+
+def read_small(dir_fd: int, name: str, limit: int, where: str) -> bytes:
+    """The bytes of a small file (``manifest.json``), refusing more than ``limit`` bytes."""
+    fd, size = _open_regular(dir_fd, name, where)
+    try:
+        if size > limit:
+            raise IndexFormatError(
+                f"{where}: {name} has {size:,} bytes, over the limit of {limit:,}; "
+                "raise max_manifest_bytes if the snapshot is trusted"
+            )
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise IndexFormatError(f"{where}: {name} grew past {limit:,} bytes while read")
+    return data
+
+
+def sha256_fd(fd: int) -> str:
+    """SHA-256 of a whole open file (read with pread: the file position is untouched)."""
+    digest = hashlib.sha256()
+    offset = 0
+    while True:
+        block = os.pread(fd, _HASH_CHUNK, offset)
+        if not block:
+            return digest.hexdigest()
+        digest.update(block)
+        offset += len(block)
+
+
+@dataclass
+class OpenedFile:
+    """One snapshot file opened for reading (size checked); close after mapping."""
+
+    name: str
+    fd: int
+    size: int
+
+    def close(self) -> None:
+        """Close the descriptor (a mapping made from it stays valid)."""
+        os.close(self.fd)
+
+
+def open_file(dir_fd: int, name: str, size: int, limit: int, where: str) -> OpenedFile:
+    """Open a listed file and check its exact size and the per-file limit."""
+    fd, actual = _open_regular(dir_fd, name, where)
+    if actual != size or actual > limit:
+        os.close(fd)
+        if actual > limit:
+            raise IndexFormatError(
+                f"{where}: {name} has {actual:,} bytes, over max_array_bytes={limit:,}"
+            )
+        raise IndexFormatError(
+            f"{where}: {name} has {actual:,} bytes, the manifest says {size:,} "
+            "(truncated or replaced); rebuild the snapshot"
+        )
+    return OpenedFile(name, fd, actual)
+
+
+def _npy_header(opened: OpenedFile, where: str, dtype: str) -> tuple[tuple[int, ...], int]:
+    """Shape and data offset of a ``.npy`` file whose header names exactly ``dtype``."""
+    head = os.pread(opened.fd, min(opened.size, _MAX_NPY_HEADER), 0)
+    handle = io.BytesIO(head)
+    try:
+        version = np.lib.format.read_magic(handle)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f"unsupported .npy version {version}")
+        read_header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        with _HEADER_LOCK:
+            shape, fortran, kind = read_header(handle)
+    except Exception as exc:  # untrusted bytes: numpy's parser may raise almost anything
+        raise IndexFormatError(f"{where}: {opened.name}: bad .npy header ({exc})") from exc
+    if kind.hasobject or kind.str != dtype or fortran:
+        raise IndexFormatError(
+            f"{where}: {opened.name} holds {kind.str}{' (Fortran order)' * fortran}, "
+            f"expected {dtype}"
+        )
+    return shape, handle.tell()
+
+
+def map_file(
+    opened: OpenedFile, where: str, dtype: str | None, *, populate: bool = False
+) -> npt.NDArray[Any]:
+    """Memory-map an opened file read-only: a ``.npy`` array (``dtype`` given) or raw bytes.
+
+    The ``.npy`` header is parsed by numpy's own reader; only the expected plain dtype
+    in C order is accepted (never an object dtype: nothing is unpickled), and the data
+    must end exactly at the end of the file. ``populate`` maps every page up front
+    (one batched fault instead of one per page) for callers about to read them all.
+    """
+    shape: tuple[int, ...] = (opened.size,)
+    kind, offset = np.dtype(np.uint8), 0
+    if dtype is not None:
+        shape, offset = _npy_header(opened, where, dtype)
+        kind = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    if offset + count * kind.itemsize != opened.size:
+        raise IndexFormatError(
+            f"{where}: {opened.name}: header shape {shape} does not match the file size"
+        )
+    if count == 0:
+        array = np.zeros(shape, dtype=kind)
+    else:
+        flags = mmap.MAP_SHARED | (_MAP_POPULATE if populate else 0)
+        mapped = mmap.mmap(opened.fd, opened.size, flags=flags, prot=mmap.PROT_READ)
+        array = np.frombuffer(mapped, dtype=kind, count=count, offset=offset).reshape(shape)
+    array.flags.writeable = False
+    return array

@@ -1,0 +1,280 @@
+"""Evidence selection: the authorized, ranked, merged and diversified excerpts for one question.
+
+:func:`select_evidence` chooses; it renders nothing and knows no token budget (packing
+the rendered block is :func:`groundwire.context.evidence.pack_evidence`; the two are
+composed by :func:`groundwire.ground.evidence.retrieve_evidence`). Its steps, in order:
+
+1. **Validate** the knowledge base, the question (type and length) and that
+   ``principal`` and ``authorize`` are given together.
+2. **Authorize, before ranking.** Chunks are grouped by source (``metadata["source_id"]``
+   as :func:`~groundwire.ingest.chunking.chunks_to_documents` writes it; an entry
+   without one is its own source). ``authorize(principal, source)`` is called exactly
+   once per source, in source-id order (code point), with an
+   :class:`~groundwire.model.EvidenceSource`. Only ``True`` allows: ``False`` denies,
+   and so does any other return value or an exception (fail closed; the selection lists
+   each such failure in ``authorization_errors``).
+3. **Rank** the question's terms with BM25 over allowed, active chunks only. When
+   nothing is excluded this reads the precomputed rows; otherwise
+   :func:`~groundwire.retrieve.restricted.restricted_scores` recomputes every statistic
+   without the excluded chunks: an excluded chunk changes no score and takes no slot.
+4. **Select** the best ``candidate_limit`` chunks (score descending, then chunk id);
+   those scoring below ``min_score`` are dropped.
+5. **Merge**, **cut** and **diversify** them into excerpts (see
+   :mod:`groundwire.retrieve.excerpts`).
+
+The selection is insufficient, with a reason checked in this order, when no allowed
+chunk matched (``no-match``), none scored at least ``min_score`` (``below-min-score``)
+or fewer than ``min_sources`` distinct sources qualify (``too-few-sources``); an
+insufficient selection carries no excerpts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, get_args
+
+import numpy as np
+
+from groundwire.config import EvidenceSettings
+from groundwire.errors import ConfigError
+from groundwire.index.knowledge_base import KnowledgeBase, check_query
+from groundwire.index.lexical import IntArray, QueryScores
+from groundwire.model import EvidenceSource, Excerpt, KnowledgeEntry
+from groundwire.retrieve.excerpts import (
+    Hits,
+    Piece,
+    cut_excerpt,
+    merge_pieces,
+    round_robin,
+    source_id_of,
+    term_hits,
+    to_piece,
+)
+from groundwire.retrieve.restricted import restricted_scores
+
+__all__ = [
+    "SELECTION_REASONS",
+    "Authorizer",
+    "EvidenceSelection",
+    "SelectionReason",
+    "check_knowledge_base",
+    "select_evidence",
+]
+
+SelectionReason = Literal["no-match", "below-min-score", "too-few-sources"]
+#: Every reason a selection can be insufficient, in the order they are checked.
+SELECTION_REASONS: Final[tuple[str, ...]] = get_args(SelectionReason)
+#: A host authorizer: ``authorize(principal, source) -> bool``; only ``True`` allows.
+Authorizer = Callable[[Any, EvidenceSource], bool]
+
+# Knowledge bases whose source maps are kept (each map holds its knowledge base alive, so
+# an identity check can never match a new object at a recycled address): a few snapshots.
+_MAP_CACHE_LIMIT = 4
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceSelection:
+    """The candidate excerpts for one question, in order, before any token budget.
+
+    ``excerpts`` holds every qualifying excerpt in round-robin order (empty when
+    ``reason`` is set). ``candidate_count`` counts allowed chunks that matched;
+    ``candidates_truncated`` says more matched than ``candidate_limit`` considered.
+    ``denied_sources`` counts sources the authorizer did not allow;
+    ``authorization_errors`` names those it failed on (raised, or returned a non-bool).
+    """
+
+    question: str
+    reason: SelectionReason | None
+    excerpts: tuple[Excerpt, ...]
+    candidate_count: int
+    candidates_truncated: bool
+    authorized_sources: int
+    denied_sources: int
+    authorization_errors: tuple[str, ...]
+    settings: EvidenceSettings
+
+
+# --- sources -----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _SourceMap:
+    """Sources of a knowledge base (id order) and which source each position belongs to."""
+
+    sources: tuple[EvidenceSource, ...]
+    doc_source: IntArray
+
+
+_maps: dict[int, tuple[KnowledgeBase, _SourceMap]] = {}
+
+
+def _source_map(kb: KnowledgeBase) -> _SourceMap:
+    """The sources of ``kb``, computed once per knowledge base (a snapshot never changes)."""
+    cached = _maps.get(id(kb))
+    if cached is not None and cached[0] is kb:  # holding kb keeps its id unique
+        return cached[1]
+    first: dict[str, KnowledgeEntry] = {}
+    counts: Counter[str] = Counter()
+    per_doc: list[str] = []
+    for entry in kb:
+        source = source_id_of(entry) or entry.id
+        first.setdefault(source, entry)
+        counts[source] += 1
+        per_doc.append(source)
+    order = sorted(first)
+    number = {source: n for n, source in enumerate(order)}
+    sources = []
+    for source in order:
+        entry = first[source]
+        meta = entry.metadata
+        path, title, kind, version = (meta.get(k) for k in ("path", "title", "kind", "version"))
+        sources.append(
+            EvidenceSource(
+                id=source,
+                path=path if isinstance(path, str) else "",
+                version=version if isinstance(version, str) and version else entry.version,
+                title=title if isinstance(title, str) else entry.title,
+                kind=kind if isinstance(kind, str) else entry.kind,
+                chunk_count=counts[source],
+            )
+        )
+    doc_source = np.fromiter((number[s] for s in per_doc), np.int32, len(per_doc))
+    built = _SourceMap(tuple(sources), doc_source)
+    if len(_maps) >= _MAP_CACHE_LIMIT:
+        _maps.clear()
+    _maps[id(kb)] = (kb, built)
+    return built
+
+
+def _authorize(
+    sources: Sequence[EvidenceSource], principal: object, authorize: Authorizer | None
+) -> tuple[list[int], list[str]]:
+    """Positions of denied sources and the failures; each source is asked exactly once."""
+    denied: list[int] = []
+    errors: list[str] = []
+    if authorize is None:
+        return denied, errors
+    for n, source in enumerate(sources):
+        try:
+            verdict = authorize(principal, source)
+        except Exception as exc:  # fail closed: a broken authorizer allows nothing
+            denied.append(n)
+            detail = " ".join(str(exc).split())[:200]
+            errors.append(f"source {source.id!r}: authorize raised {type(exc).__name__}: {detail}")
+            continue
+        if verdict is True:
+            continue
+        denied.append(n)
+        if verdict is not False:
+            errors.append(
+                f"source {source.id!r}: authorize returned {verdict!r} "
+                f"({type(verdict).__name__}), not True or False; denied"
+            )
+    return denied, errors
+
+
+# --- validation --------------------------------------------------------------------------------
+def check_knowledge_base(kb: object) -> KnowledgeBase:
+    """``kb`` if it is a :class:`KnowledgeBase`, else a :class:`ConfigError`."""
+    if not isinstance(kb, KnowledgeBase):
+        raise ConfigError(f"kb={kb!r} is invalid: expected a KnowledgeBase")
+    return kb
+
+
+def _check_authorizer(principal: object, authorize: Authorizer | None) -> None:
+    if authorize is not None and not callable(authorize):
+        raise ConfigError(f"authorize={authorize!r} is invalid: expected a callable")
+    if principal is not None and authorize is None:
+        raise ConfigError(
+            "principal is given without authorize: pass authorize(principal, source) -> bool "
+            "so every source is checked before ranking, or drop principal"
+        )
+    if authorize is not None and principal is None:
+        raise ConfigError(
+            "authorize is given without principal: pass the verified principal the "
+            "authorizer should check, or drop authorize"
+        )
+
+
+# --- the entry point ---------------------------------------------------------------------------
+def select_evidence(
+    kb: KnowledgeBase,
+    question: str,
+    settings: EvidenceSettings | None = None,
+    *,
+    principal: object = None,
+    authorize: Authorizer | None = None,
+) -> EvidenceSelection:
+    """Authorized, ranked, merged and diversified candidate excerpts for ``question``.
+
+    ``kb`` holds chunks (``KnowledgeBase.from_documents(chunks_to_documents(chunks))``).
+    ``authorize(principal, source) -> bool`` is called once per source before ranking
+    (pass both or neither). Raises :class:`ConfigError` for a bad argument and
+    :class:`QueryError` for a bad question; finding nothing is a selection with a
+    reason, not an error. The steps and their order rules are in the module docstring.
+    """
+    check_knowledge_base(kb)
+    if settings is None:
+        settings = EvidenceSettings()
+    elif not isinstance(settings, EvidenceSettings):
+        raise ConfigError(f"settings={settings!r} is invalid: expected EvidenceSettings")
+    check_query(question, settings.max_query_chars)
+    _check_authorizer(principal, authorize)
+
+    sources = _source_map(kb)
+    denied, errors = _authorize(sources.sources, principal, authorize)  # before any scoring
+    allowed = kb.eligibility()
+    if denied:
+        allowed = allowed & ~np.isin(sources.doc_source, np.array(denied, np.int32))
+    analyzer = kb.analyzer
+    terms = analyzer.tokens(question)
+    if bool(allowed.all()):
+        scores = kb.lexical.score(terms)  # nothing excluded: the precomputed rows
+    else:
+        scores = QueryScores(kb.lexical.doc_count, restricted_scores(kb.lexical, terms, allowed))
+    matched = int(scores.matched()[0].shape[0])
+    docs, values = scores.top(settings.candidate_limit)
+
+    def selection(
+        reason: SelectionReason | None, excerpts: Sequence[Excerpt] = ()
+    ) -> EvidenceSelection:
+        return EvidenceSelection(
+            question=question,
+            reason=reason,
+            excerpts=tuple(excerpts),
+            candidate_count=matched,
+            candidates_truncated=matched > docs.shape[0],
+            authorized_sources=len(sources.sources) - len(denied),
+            denied_sources=len(denied),
+            authorization_errors=tuple(errors),
+            settings=settings,
+        )
+
+    if matched == 0:
+        return selection("no-match")
+    qualified = [
+        (int(doc), float(score))
+        for doc, score in zip(docs.tolist(), values.tolist(), strict=True)
+        if score >= settings.min_score
+    ]
+    if not qualified:
+        return selection("below-min-score")
+    by_source: dict[int, list[Piece]] = {}
+    for doc, score in qualified:
+        source = int(sources.doc_source[doc])
+        by_source.setdefault(source, []).append(to_piece(kb.entry(doc), score))
+    if len(by_source) < settings.min_sources:
+        return selection("too-few-sources")
+
+    wanted = frozenset(terms)
+    tokens = analyzer.tokens
+
+    def hits(text: str) -> Hits:
+        return term_hits(text, wanted, tokens)
+
+    ordered = round_robin(
+        cut_excerpt(piece, sources.sources[source], settings.max_excerpt_chars, hits)
+        for source, pieces in by_source.items()
+        for piece in merge_pieces(pieces)
+    )
+    return selection(None, ordered)
