@@ -3,7 +3,7 @@
 Data: SciFact (BEIR test split, 5,183 abstracts, the 300 test claims), from
 ``../shared/datasets/scifact`` (``--data``), indexed with ``KnowledgeBase.from_documents``
 and its document defaults. Each query is analysed once up front:
-``terms = kb.lexical_terms(kb.analyzer.tokens(q))``; its rows are those of
+``terms = kb.analyzer.tokens(q)``; its rows are those of
 ``kb.lexical.query_ids(terms)`` (the ids ``LexicalIndex.score`` sums: known terms, one per
 occurrence, and indexed term pairs) in ``kb.lexical.indptr``.
 
@@ -16,7 +16,7 @@ rotated every round, ``--repeat`` passes over the queries per round; median over
   bounds from a list of ``indptr`` (Python ints), then ``score_topk``;
 * ``kernel, int32 docs``: the kernel on an int32 copy of the documents (the dtype a loaded
   snapshot holds);
-* for k = 10 only, with the analyser included (``tokens`` + ``lexical_terms``): the
+* for k = 10 only, with the analyser included (``tokens``): the
   analyser alone, ``query_ids`` + bounds alone (part of "kernel from terms"), analyser +
   kernel from terms, and, when bm25s is installed (and not
   ``--no-bm25s``), bm25s with its Tokenizer ids, numpy backend, ``n_threads=0`` (the
@@ -109,8 +109,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     docs32 = docs.astype(np.int32)
     bounds: list[int] = lexical.indptr.tolist()
     analyse = kb.analyzer.tokens
-    lexical_terms = kb.lexical_terms
-    queries = [lexical_terms(analyse(text)) for text in texts]
+    queries = [analyse(text) for text in texts]
     ids = [query_ids(terms) for terms in queries]
     rows = [
         (
@@ -172,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         def run() -> None:
             for _ in range(repeat):
                 for text in texts:
-                    terms = lexical_terms(analyse(text))
+                    terms = analyse(text)
                     if with_kernel:
                         from_terms(terms, 10)
 
