@@ -35,6 +35,7 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("retrieve",),
     ("context",),
     ("ground",),
+    ("llm",),  # providers and grounded generation: call the engine, never index internals
     ("eval",),
     ("cli", "server", "mcp", ""),  # "": the package itself (groundwire/__init__.py)
 )

@@ -13,6 +13,9 @@ The tree::
     ├── QueryError             a query or request is malformed or over a limit
     ├── KnowledgeIndexError    an index is not built, or a lookup is invalid
     │   └── IndexFormatError   a saved snapshot is unreadable, tampered with, or of another format
+    ├── ProviderError          a model provider failed: status, transport, empty output
+    │   ├── ProviderTimeoutError  one attempt took longer than its timeout
+    │   └── CitationError      an answer cited ids outside the returned evidence, or none
     └── MissingExtraError      an optional dependency is not installed (also an ImportError)
 """
 
@@ -25,12 +28,15 @@ if TYPE_CHECKING:
     from groundwire.model import ValidationIssue
 
 __all__ = [
+    "CitationError",
     "ConfigError",
     "FetchError",
     "GroundwireError",
     "IndexFormatError",
     "KnowledgeIndexError",
     "MissingExtraError",
+    "ProviderError",
+    "ProviderTimeoutError",
     "QueryError",
     "SourceError",
     "ValidationFailedError",
@@ -101,3 +107,39 @@ class MissingExtraError(GroundwireError, ImportError):
             f"{purpose} needs the '{package}' package, which is not installed; "
             f"install it with: pip install 'groundwire[{extra}]'"
         )
+
+
+class ProviderError(GroundwireError):
+    """A model provider failed. ``retryable`` says whether trying again may succeed
+    (rate limits, 5xx, transport errors); ``status`` is the HTTP status when known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        status: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class ProviderTimeoutError(ProviderError):
+    """One provider attempt took longer than its configured timeout."""
+
+    def __init__(self, message: str, *, provider: str | None = None) -> None:
+        super().__init__(message, provider=provider, retryable=True)
+
+
+class CitationError(ProviderError):
+    """A grounded answer cited ids outside the returned evidence, or cited nothing.
+
+    ``invalid`` lists the cited ids that were not offered; the answer is not delivered.
+    """
+
+    def __init__(self, message: str, *, invalid: Sequence[str] = ()) -> None:
+        self.invalid = tuple(invalid)
+        super().__init__(message, retryable=False)
