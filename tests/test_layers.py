@@ -175,7 +175,7 @@ def test_ranks(module: str, imported: str, upward: bool) -> None:
 
 def test_an_unplaced_layer_is_an_error() -> None:
     with pytest.raises(AssertionError, match=r"not in tests/test_layers\.py ORDER"):
-        rank_of("groundwire.llm.providers")
+        rank_of("groundwire.unplaced_layer.module")
 
 
 def test_imports_are_resolved_and_reported() -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "GroundingConfig",
     "IndexSettings",
     "RetrievalConfig",
+    "RetryPolicy",
 ]
 
 # --- Lexical scoring -----------------------------------------------------------------------
@@ -89,6 +90,18 @@ DEFAULT_TIMEOUT_MS: Final = 800
 INDEX_CACHE_LIMIT: Final = 32
 #: Version of the cache key layout; bump when snapshot contents change meaning.
 CACHE_SCHEMA_VERSION: Final = 1
+
+# --- Conversation memory (generate/stream sessions) -------------------------------------------
+#: Messages kept per session (oldest dropped): ~50 exchanges is a long chat, and the whole
+#: history is sent with each turn, so more mostly costs tokens.
+DEFAULT_MEMORY_MAX_MESSAGES: Final = 100
+#: Sessions kept (least recently written dropped): with the per-session cap, at most 100k
+#: messages per process or file whatever the number of users; live chats fit easily.
+DEFAULT_MEMORY_MAX_SESSIONS: Final = 1_000
+#: Longest session id: ids are keys (user or thread ids, UUIDs), never content.
+MAX_SESSION_ID_CHARS: Final = 256
+#: Seconds a SQLite memory waits for another connection's write lock before failing.
+MEMORY_BUSY_TIMEOUT_S: Final = 5.0
 
 # --- Sources -----------------------------------------------------------------------------------
 #: Largest single source file read (JSON, YAML or Markdown).
@@ -166,6 +179,24 @@ DEFAULT_EVIDENCE_CANDIDATES: Final = 64
 #: Most candidates one result may consider.
 MAX_EVIDENCE_CANDIDATES: Final = 1_000
 
+# --- Tool calling: the search_knowledge_base tool and the tool-call loop -----------------------
+#: Model calls one tool loop may make: a few searches, then an answer; a model that keeps
+#: asking for tools is stopped (and flagged) rather than looping forever.
+DEFAULT_MAX_TOOL_ROUNDS: Final = 5
+#: Largest max_rounds accepted: past this a loop is a runaway agent, not a grounded answer.
+MAX_TOOL_ROUNDS: Final = 50
+#: Results one search_knowledge_base call returns unless the model asks for another k.
+DEFAULT_TOOL_K: Final = 5
+#: Most results one call may ask for: enough to compare sources, bounded so a tool result
+#: cannot flood the context window.
+MAX_TOOL_K: Final = 20
+#: Longest excerpt text per tool result, in code points (as for evidence excerpts).
+DEFAULT_TOOL_EXCERPT_CHARS: Final = DEFAULT_MAX_EXCERPT_CHARS
+#: Ranked chunks the round-robin over sources picks from when several sources are loaded
+#: (as for evidence): one long file's many good chunks cannot crowd the others out of
+#: the pool, and one call never walks a whole corpus.
+DEFAULT_TOOL_CANDIDATES: Final = DEFAULT_EVIDENCE_CANDIDATES
+
 # --- Snapshots ---------------------------------------------------------------------------------
 #: Largest snapshot manifest read: it holds settings, counts and one line per file, never data.
 DEFAULT_MAX_MANIFEST_BYTES: Final = 32 * 1024 * 1024
@@ -179,6 +210,34 @@ STOPWORD_LISTS: Final[tuple[str, ...]] = ("default", "lucene", "extended")
 DEFAULT_LANGUAGE: Final = "english"
 #: Words remembered by an analyzer's stem cache (bounded memory, fast repeated queries).
 STEM_CACHE_SIZE: Final = 500_000
+
+# --- Model providers: time, retries, defaults ------------------------------------------------
+#: Seconds one provider attempt waits to connect and for each read: a long answer streams
+#: for a while, but a server silent for a minute is down, not thinking.
+DEFAULT_PROVIDER_TIMEOUT_S: Final = 60.0
+#: Attempts per provider call, the first included: two retries ride out a rate-limit blip or
+#: a restarting server; more only delays the fallback to the next provider.
+DEFAULT_RETRY_ATTEMPTS: Final = 3
+#: First backoff wait, doubled on each retry: the official SDKs start at the same half second.
+DEFAULT_RETRY_INITIAL_S: Final = 0.5
+#: Longest single backoff wait: past ~8 s a caller is better served by the next provider.
+DEFAULT_RETRY_MAX_S: Final = 8.0
+#: Random extra wait (0 to this many seconds) so clients that failed together do not retry
+#: in lockstep and hit a recovering server at the same instant.
+DEFAULT_RETRY_JITTER_S: Final = 0.5
+#: Most attempts a RetryPolicy accepts: past this, retries hide an outage instead of a blip.
+MAX_RETRY_ATTEMPTS: Final = 20
+#: Anthropic's messages API requires max_tokens: 1024 fits a grounded answer with citations.
+DEFAULT_ANTHROPIC_MAX_TOKENS: Final = 1_024
+#: Local OpenAI-compatible servers create_provider knows by name, at their documented ports.
+OPENAI_COMPATIBLE_PRESETS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "llamacpp": "http://localhost:8080/v1",
+        "lmstudio": "http://localhost:1234/v1",
+        "ollama": "http://localhost:11434/v1",
+        "vllm": "http://localhost:8000/v1",
+    }
+)
 
 
 def _require(condition: bool, option: str, value: object, expected: str) -> None:
@@ -550,3 +609,27 @@ class GroundingConfig:
     def index_settings(self) -> IndexSettings:
         """The index settings this configuration builds with."""
         return self.retrieval.index_settings(self.analyzer)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How one provider call is retried on transient errors (rate limits, 5xx, transport, timeouts).
+
+    ``attempts`` counts the first try (1 never retries). Wait ``n`` before retry ``n`` is
+    ``initial_s * 2 ** (n - 1)`` plus a random ``0..jitter`` seconds, capped at ``max_s``.
+    ``sleep`` replaces the real wait (tests record the delays instead of waiting); async
+    calls await its result when it is awaitable.
+    """
+
+    attempts: int = DEFAULT_RETRY_ATTEMPTS
+    initial_s: float = DEFAULT_RETRY_INITIAL_S
+    max_s: float = DEFAULT_RETRY_MAX_S
+    jitter: float = DEFAULT_RETRY_JITTER_S
+    sleep: Callable[[float], object] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        _positive_int("attempts", self.attempts, MAX_RETRY_ATTEMPTS)
+        _finite("initial_s", self.initial_s)
+        _finite("max_s", self.max_s, minimum=float(self.initial_s))
+        _finite("jitter", self.jitter)
+        _require(self.sleep is None or callable(self.sleep), "sleep", self.sleep, "a function")

@@ -28,11 +28,16 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A model's request to run a tool: ``arguments`` is the parsed JSON object."""
+    """A model's request to run a tool: ``arguments`` is the parsed JSON object.
+
+    When the model sent arguments that are not a JSON object, ``arguments`` is empty
+    and ``raw_arguments`` holds what it sent, so a tool loop can tell the model.
+    """
 
     id: str
     name: str
     arguments: Mapping[str, Any]
+    raw_arguments: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

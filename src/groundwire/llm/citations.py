@@ -1,0 +1,202 @@
+"""Check the citations of a generated answer against the evidence that was offered.
+
+Two syntaxes are recognized, one reference per pair of brackets:
+
+- ``[evidence:ID]`` — an evidence excerpt (its ``id``, a chunk id such as
+  ``docs/guide.md#3``);
+- ``[KB:ID@VERSION]`` — a knowledge entry or document chunk at one version, as
+  :attr:`groundwire.Citation.tag` writes it (``[KB:security.api-keys@2026-11-15]``).
+
+The prefixes are matched case-insensitively and spaces just inside the brackets are
+ignored; an id may itself hold balanced brackets (``pages/[slug].md#0``). A ``[KB:...]``
+without ``@VERSION`` is reported as malformed rather than skipped.
+
+A citation is valid when its id (and, for ``[KB:...]``, its version) is among those
+offered. For an :class:`~groundwire.Excerpt` every chunk merged into it counts, at the
+excerpt's version. Validity means the id was offered — **not** that the cited text
+supports the sentence around it: this checks ids, not truth.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from groundwire.ground.evidence import EvidenceResult
+from groundwire.model import Chunk, Citation, Excerpt, KnowledgeBlock, KnowledgeEntry
+
+__all__ = [
+    "CitationCheck",
+    "CitationReport",
+    "EvidenceLike",
+    "offered_citations",
+    "validate_citations",
+]
+
+CitationKind = Literal["evidence", "kb"]
+CitationProblem = Literal["unknown-id", "wrong-version", "malformed"]
+
+#: What :func:`validate_citations` accepts as the evidence that was offered.
+EvidenceLike = (
+    EvidenceResult | KnowledgeBlock | Iterable[Excerpt | Citation | Chunk | KnowledgeEntry]
+)
+
+# An id: any run of characters without a line break, where brackets only appear in
+# balanced, unnested pairs (paths like "pages/[slug].md" are real chunk ids).
+_ID = r"(?:[^\[\]\n]|\[[^\[\]\n]*\])+?"
+_CITATION = re.compile(
+    r"\[[ \t]*(?:"
+    rf"(?P<ev>(?i:evidence)):[ \t]*(?P<evid>{_ID})"
+    rf"|(?P<kb>(?i:KB)):[ \t]*(?P<kbid>{_ID})@(?P<version>[^@\[\]\n]+?)"
+    rf"|(?P<bad>(?i:KB)):(?P<badid>{_ID})"
+    r")[ \t]*\]"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CitationCheck:
+    """One citation found in the text, and whether it refers to offered evidence.
+
+    ``tag`` is the citation exactly as written; ``start``/``end`` its position in the
+    text. ``version`` is None for ``[evidence:ID]``. ``problem`` is None when valid,
+    else ``unknown-id``, ``wrong-version`` (the id was offered at another version) or
+    ``malformed`` (``[KB:...]`` without ``@VERSION``).
+    """
+
+    kind: CitationKind
+    id: str
+    version: str | None
+    tag: str
+    start: int
+    end: int
+    problem: CitationProblem | None = None
+
+    @property
+    def valid(self) -> bool:
+        """Whether the cited id (and version) was offered."""
+        return self.problem is None
+
+
+@dataclass(frozen=True, slots=True)
+class CitationReport:
+    """Every citation of an answer, checked against the offered evidence.
+
+    ``citations`` are in text order. ``ok`` is the verdict a grounded answer needs:
+    at least one citation, and none invalid.
+    """
+
+    citations: tuple[CitationCheck, ...]
+    offered: tuple[Citation, ...]
+
+    @property
+    def valid(self) -> tuple[CitationCheck, ...]:
+        """Citations whose id (and version) was offered, in text order."""
+        return tuple(c for c in self.citations if c.problem is None)
+
+    @property
+    def invalid(self) -> tuple[CitationCheck, ...]:
+        """Citations of ids or versions not offered, or malformed, in text order."""
+        return tuple(c for c in self.citations if c.problem is not None)
+
+    @property
+    def cited(self) -> bool:
+        """Whether the text cites anything at all (valid or not)."""
+        return bool(self.citations)
+
+    @property
+    def ok(self) -> bool:
+        """At least one citation and every citation valid."""
+        return self.cited and not self.invalid
+
+    @property
+    def cited_ids(self) -> tuple[str, ...]:
+        """Distinct ids of the valid citations, in first-appearance order."""
+        return tuple(dict.fromkeys(c.id for c in self.valid))
+
+    @property
+    def invalid_tags(self) -> tuple[str, ...]:
+        """Distinct invalid citations as written, in first-appearance order."""
+        return tuple(dict.fromkeys(c.tag for c in self.invalid))
+
+
+def offered_citations(evidence: EvidenceLike) -> tuple[Citation, ...]:
+    """The ``(id, version)`` pairs ``evidence`` offers, deduplicated, in order.
+
+    An excerpt offers its best chunk and every chunk merged into it, at its version.
+    """
+    items: Iterable[object]
+    if isinstance(evidence, EvidenceResult):
+        items = evidence.excerpts
+    elif isinstance(evidence, KnowledgeBlock):
+        items = evidence.citations
+    elif isinstance(evidence, str | bytes):
+        raise TypeError("evidence must be an EvidenceResult, a KnowledgeBlock or a list")
+    else:
+        items = evidence
+    found: dict[tuple[str, str], Citation] = {}
+    for item in items:
+        if isinstance(item, Excerpt):
+            for chunk_id in (item.id, *item.chunk_ids):
+                found.setdefault((chunk_id, item.version), Citation(chunk_id, item.version))
+        elif isinstance(item, Citation):
+            found.setdefault((item.id, item.version), item)
+        elif isinstance(item, Chunk | KnowledgeEntry):
+            found.setdefault((item.id, item.version), item.citation)
+        else:
+            raise TypeError(
+                f"evidence items must be Excerpt, Citation, Chunk or KnowledgeEntry records, "
+                f"got {type(item).__name__}"
+            )
+    return tuple(found.values())
+
+
+def _check(
+    kind: CitationKind, cited_id: str, version: str | None, versions: dict[str, set[str]]
+) -> CitationProblem | None:
+    if cited_id not in versions:
+        return "unknown-id"
+    if version is not None and version not in versions[cited_id]:
+        return "wrong-version"
+    return None
+
+
+def validate_citations(text: str, evidence: EvidenceLike) -> CitationReport:
+    """Find every ``[evidence:ID]`` and ``[KB:ID@VERSION]`` in ``text`` and check each.
+
+    ``evidence`` is what was offered to the model: an
+    :class:`~groundwire.EvidenceResult`, a :class:`~groundwire.KnowledgeBlock`, or a list
+    of :class:`~groundwire.Excerpt`, :class:`~groundwire.Citation`,
+    :class:`~groundwire.Chunk` or :class:`~groundwire.KnowledgeEntry` records. Returns a
+    :class:`CitationReport`; never raises for any text. Checks ids, not truth.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    offered = offered_citations(evidence)
+    versions: dict[str, set[str]] = {}
+    for citation in offered:
+        versions.setdefault(citation.id, set()).add(citation.version)
+    checks: list[CitationCheck] = []
+    for match in _CITATION.finditer(text):
+        if match.group("ev") is not None:
+            kind: CitationKind = "evidence"
+            cited_id, version = match.group("evid").strip(), None
+            problem = _check(kind, cited_id, None, versions)
+            if problem is not None and "@" in cited_id:  # [evidence:ID@VERSION] is read too
+                base, _, at = cited_id.rpartition("@")
+                if _check(kind, base, at, versions) is None:
+                    cited_id, version, problem = base, at, None
+        elif match.group("kb") is not None:
+            kind = "kb"
+            cited_id, version = match.group("kbid").strip(), match.group("version").strip()
+            problem = _check(kind, cited_id, version, versions)
+        else:
+            kind, cited_id, version = "kb", match.group("badid").strip(), None
+            problem = "malformed"
+        checks.append(
+            CitationCheck(
+                kind, cited_id, version, match.group(0), match.start(), match.end(), problem
+            )
+        )
+    return CitationReport(tuple(checks), offered)
