@@ -8,12 +8,17 @@ the same documents and bit-for-bit the same scores: it adds in the same order.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import gc
+import itertools
 import os
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -23,7 +28,7 @@ from hypothesis import strategies as st
 
 from groundwire import IndexSettings
 from groundwire.index import _kernel
-from groundwire.index.lexical import LexicalIndexBuilder
+from groundwire.index.lexical import LexicalIndex, LexicalIndexBuilder
 
 needs_kernel = pytest.mark.skipif(
     not _kernel.available(), reason=f"C kernel unavailable: {_kernel.unavailable_reason()}"
@@ -520,3 +525,231 @@ def test_bounds_are_clamped_to_the_arrays() -> None:
     assert _kernel.score_topk([4, 9], [2, 12], docs, scores, 8, 10)[0].shape == (0,)
     assert _kernel.score_of([-7, 3], [3, 99], docs, scores, 4) == 1.5 + 4.5
     assert _kernel.score_of([9], [12], docs, scores, 4) == 0.0
+
+
+# -- rows by term id and query word codes (ABI 2) ----------------------------------------------
+
+
+def test_the_loaded_library_has_the_expected_abi() -> None:
+    if not _kernel.available():
+        pytest.skip(f"C kernel unavailable: {_kernel.unavailable_reason()}")
+    library = _kernel._load()
+    assert library is not None
+    assert library.lib.gw_abi_version() == _kernel._ABI_VERSION == 2
+
+
+def test_a_library_of_another_abi_is_refused() -> None:
+    # A stale library (built before an ABI change) must not be called with the new structs.
+    def stale_version() -> int:
+        return 1
+
+    stale = SimpleNamespace(gw_abi_version=stale_version)
+    with pytest.raises(OSError, match="ABI version 1, expected 2: reinstall groundwire"):
+        _kernel._Library(stale)  # type: ignore[arg-type]
+
+
+def paired_index(rng: np.random.Generator, n_words: int, n_docs: int) -> LexicalIndex:
+    """A real index with a pair field over random word sequences (a few words repeat a lot)."""
+    words = [f"w{i}" for i in range(n_words)]
+    weights = rng.zipf(1.3, size=n_words).astype(float)
+    weights /= weights.sum()
+    builder = LexicalIndexBuilder(("title", "body"), pair_field="pairs", pair_sources=("body",))
+    for _ in range(n_docs):
+        title = rng.choice(words, size=int(rng.integers(0, 4)), p=weights).tolist()
+        body = rng.choice(words, size=int(rng.integers(0, 30)), p=weights).tolist()
+        builder.add([title, body])
+    settings_ = IndexSettings(field_weights={"title": 2.0, "body": 1.0, "pairs": 0.5})
+    return builder.build(settings_)
+
+
+def reference_query_ids(index: LexicalIndex, terms: Sequence[str]) -> list[int]:
+    """query_ids as it was before word codes: vocabulary lookups, then pair bisection."""
+    found = [index.vocabulary.get(term) for term in terms]
+    ids = [tid for tid in found if tid is not None]
+    keys = index.pair_keys.tolist()
+    single = len(index.vocabulary)
+    for first, second in itertools.pairwise(found):
+        if first is not None and second is not None:
+            key = first * single + second
+            at = bisect.bisect_left(keys, key)
+            if at < len(keys) and keys[at] == key:
+                ids.append(single + at)
+    return ids
+
+
+@needs_kernel
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_words=st.integers(1, 40), n_docs=st.integers(1, 120))
+def test_kernel_pair_lookup_matches_python(seed: int, n_words: int, n_docs: int) -> None:
+    rng = np.random.default_rng(seed)
+    index = paired_index(rng, n_words, n_docs)
+    native = index._kernel_index()
+    assert native is not None
+    n_single = len(index.vocabulary)
+    pool = [*range(n_single), _kernel.SKIP, _kernel.UNKNOWN]
+    for _ in range(25):
+        codes = [int(c) for c in rng.choice(pool, size=int(rng.integers(0, 30)))]
+        want = index._python_ids(codes)
+        assert _kernel.resolve(native, codes) == want
+        assert index.ids_of_codes(codes) == want
+    # Against the original lookup over terms (stop words already dropped from terms).
+    terms_pool = [*index.vocabulary, "unknown-term"]
+    for _ in range(25):
+        terms = rng.choice(terms_pool, size=int(rng.integers(0, 20))).tolist()
+        assert index.query_ids(terms) == reference_query_ids(index, terms)
+
+
+@needs_kernel
+def test_word_codes_skip_stop_words_and_unknown_words_break_pairs() -> None:
+    index = paired_index(np.random.default_rng(5), 30, 300)
+    native = index._kernel_index()
+    assert native is not None
+    n_single = len(index.vocabulary)
+    keys = index.pair_keys.tolist()
+    first, second = divmod(keys[0], n_single)  # an indexed pair
+    pair = n_single
+    skip, unknown = _kernel.SKIP, _kernel.UNKNOWN
+    for resolve in (lambda c: _kernel.resolve(native, c), index._python_ids):
+        assert resolve([first, second]) == [first, second, pair]
+        assert resolve([first, skip, skip, second]) == [first, second, pair]  # no place taken
+        assert resolve([first, unknown, second]) == [first, second]  # the pair is broken
+        assert resolve([skip, unknown]) == []
+        assert resolve([]) == []
+        assert resolve([second, first]) == [second, first] + (
+            [n_single + keys.index(second * n_single + first)]
+            if second * n_single + first in keys
+            else []
+        )
+
+
+@needs_kernel
+@pytest.mark.parametrize("seed", range(6))
+def test_top_codes_and_top_rows_match_the_numpy_path(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    index = paired_index(rng, 50, 600)
+    native = index._kernel_index()
+    assert native is not None
+    pool = [*range(len(index.vocabulary)), _kernel.SKIP, _kernel.UNKNOWN]
+    skip = rng.random(index.doc_count) < 0.3
+    for _ in range(30):
+        codes = [int(c) for c in rng.choice(pool, size=int(rng.integers(1, 14)))]
+        ids = index._python_ids(codes)
+        for k in (1, 10, 100):
+            for excluded in (None, skip):
+                want_docs, want_scores = index._numpy_top(ids, k, excluded)
+                want = (want_docs.tolist(), want_scores.tolist())
+                got_codes = _kernel.top_codes(native, codes, k, excluded)
+                got_rows = _kernel.top_rows(native, ids, k, excluded)
+                assert got_codes == got_rows == want  # == on floats: bit for bit here
+                assert index.top_codes(codes, k, excluded) == want
+        dense = index.score_ids(ids)
+        for doc in range(0, index.doc_count, 41):
+            assert _kernel.rows_score_of(native, ids, doc) == dense.score_of(doc)
+
+
+@needs_kernel
+def test_index_entry_points_validate_their_input() -> None:
+    index = paired_index(np.random.default_rng(9), 20, 80)
+    native = index._kernel_index()
+    assert native is not None
+    n_single, n_terms = native.n_single, native.n_terms
+    with pytest.raises(ValueError, match="outside the index's terms"):
+        _kernel.top_codes(native, [0, n_single], 5)
+    with pytest.raises(ValueError, match="outside the index's terms"):
+        _kernel.resolve(native, [n_single + 3])
+    with pytest.raises(ValueError, match="not below the"):
+        index._python_ids([0, n_single])
+    with pytest.raises(ValueError, match="outside the index's terms"):
+        _kernel.top_rows(native, [0, n_terms], 5)
+    with pytest.raises(ValueError, match="outside the index's terms"):
+        _kernel.top_rows(native, [-1], 5)
+    with pytest.raises(ValueError, match="outside the index's terms"):
+        _kernel.rows_score_of(native, [n_terms], 0)
+    assert _kernel.top_codes(native, [], 5) == ([], [])
+    assert _kernel.top_rows(native, [], 5) == ([], [])
+    starts, seconds = index._pair_arrays
+    args = (index.docs, index.scores, index.doc_count, n_single)
+    with pytest.raises(TypeError, match="indptr must be a 1-D int64"):
+        _kernel.Index(index.indptr.astype(np.int32), *args, starts, seconds)
+    with pytest.raises(ValueError, match="indptr must be C-contiguous"):
+        _kernel.Index(np.repeat(index.indptr, 2)[::2], *args, starts, seconds)
+    with pytest.raises(TypeError, match="pair_seconds must be a 1-D int32"):
+        _kernel.Index(index.indptr, *args, starts, seconds.astype(np.int64))
+    with pytest.raises(ValueError, match="pair_starts needs"):
+        _kernel.Index(index.indptr, *args, starts[:-1], seconds)
+    no_pairs = (np.empty(0, np.int64), np.empty(0, np.int32))
+    with pytest.raises(ValueError, match="n_single"):
+        _kernel.Index(index.indptr, *args[:3], n_terms + 1, *no_pairs)
+    # A document outside [0, n_docs) is refused through the index entry points too.
+    bad_docs = index.docs.copy()
+    bad_docs[index.indptr[0]] = index.doc_count + 5
+    bad = _kernel.Index(index.indptr, bad_docs, *args[1:], starts, seconds)
+    row = int(np.searchsorted(index.indptr, index.indptr[0], side="right")) - 1
+    with pytest.raises(ValueError, match="outside \\[0, n_docs="):
+        _kernel.top_rows(bad, [row], 5)
+    scratch = _kernel._scratch()
+    assert not scratch.acc.any()
+    assert not scratch.seen.any()
+
+
+@needs_kernel
+def test_scratch_switches_between_indexes_and_entry_points() -> None:
+    rng = np.random.default_rng(19)
+    small, large = paired_index(rng, 20, 50), paired_index(rng, 60, 900)
+    cases = []
+    for index in (small, large, small, large):
+        pool = list(range(len(index.vocabulary)))
+        codes = [int(c) for c in rng.choice(pool, size=6)]
+        cases.append((index, codes, index.top_codes(codes, 7)))
+    for index, codes, want in cases * 3:  # alternate indexes (and n_docs) on one thread
+        native = index._kernel_index()
+        assert native is not None
+        assert _kernel.top_codes(native, codes, 7) == want
+        ids = index._python_ids(codes)
+        lo, hi = bounds(index.indptr, ids)  # the bounds API in between
+        docs, scores = _kernel.score_topk(lo, hi, index.docs, index.scores, index.doc_count, 7)
+        assert (docs.tolist(), scores.tolist()) == want
+
+
+@needs_kernel
+def test_a_dropped_index_is_not_kept_alive_by_the_scratch() -> None:
+    index = paired_index(np.random.default_rng(21), 20, 60)
+    native = index._kernel_index()
+    assert native is not None
+    _kernel.top_codes(native, [0, 1], 3)
+    scores = weakref.ref(index.scores)
+    del index, native
+    gc.collect()
+    assert scores() is None
+
+
+@needs_kernel
+def test_index_entry_points_from_many_threads() -> None:
+    rng = np.random.default_rng(23)
+    indexes = [paired_index(rng, 40, 400), paired_index(rng, 40, 700)]
+    cases = []
+    for i in range(40):
+        index = indexes[i % 2]
+        codes = [int(c) for c in rng.choice(len(index.vocabulary), size=int(rng.integers(1, 9)))]
+        cases.append((index, codes, index.top_codes(codes, 10), index._python_ids(codes)))
+    failures: list[int] = []
+    start = threading.Barrier(6)
+
+    def work(offset: int) -> None:
+        start.wait()
+        for rep in range(20):
+            for j in range(len(cases)):
+                index, codes, want, ids = cases[(j + offset + rep) % len(cases)]
+                native = index._kernel_index()
+                assert native is not None
+                if _kernel.top_codes(native, codes, 10) != want:
+                    failures.append(j)
+                if _kernel.resolve(native, codes) != ids:
+                    failures.append(-j)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []

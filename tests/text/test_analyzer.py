@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import string
 
 import pytest
@@ -257,6 +258,24 @@ def test_ascii_fast_path_property(text: str) -> None:
     analyzer = Analyzer()
     assert analyzer.words(text + " 中") == [*analyzer.words(text), "中"]
     assert analyzer.tokens(text + " 中") == [*analyzer.tokens(text), "中"]
+
+
+@PROPERTY
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_words_are_those_of_the_regular_expression(text: str) -> None:
+    # The ASCII path splits a translated copy instead of running [a-z0-9]+ over the text.
+    plain = Analyzer(AnalyzerConfig(strip_possessives=False))
+    assert plain.words(text) == re.findall(r"[a-z0-9]+", text.lower())
+    without_possessives = analyzer_module._POSSESSIVE.sub("", text.lower())
+    assert Analyzer().words(text) == re.findall(r"[a-z0-9]+", without_possessives)
+
+
+def test_ascii_translation_table() -> None:
+    table = analyzer_module._ASCII_WORDS
+    assert len(table) == 256
+    kept = {chr(byte) for byte in range(256) if table[byte] != ord(" ")}
+    assert kept == set(string.ascii_letters + string.digits)
+    assert bytes(string.ascii_uppercase, "ascii").translate(table) == b"abcdefghijklmnopqrstuvwxyz"
 
 
 # -- stem cache ---------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -33,14 +33,17 @@ from groundwire.config import IndexSettings
 from groundwire.errors import KnowledgeIndexError
 from groundwire.index import _kernel
 
-__all__ = ["LexicalIndex", "LexicalIndexBuilder", "QueryScores"]
+__all__ = ["SKIP", "UNKNOWN", "LexicalIndex", "LexicalIndexBuilder", "QueryScores"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.integer[Any]]
 MaskArray = npt.NDArray[np.bool_]
 
-# Document dtypes the C kernel reads directly.
-_KERNEL_DOCS = (np.dtype(np.int64), np.dtype(np.int32))
+#: Query word codes (see LexicalIndex.top_codes): besides a term id, a stop word (no row,
+#: no place: its neighbours are adjacent) and a word whose term is not indexed (no row; it
+#: breaks the pair of its neighbours).
+SKIP = _kernel.SKIP
+UNKNOWN = _kernel.UNKNOWN
 # Rarest query terms whose documents bound the k-th best score (see QueryScores.top).
 _PROBES = 2
 # Below this many documents a dense accumulator is always cheapest.
@@ -427,6 +430,11 @@ class LexicalIndex:
     _bounds: Sequence[int] = field(init=False, repr=False)
     _pair_starts: Sequence[int] = field(init=False, repr=False)
     _pair_seconds: Sequence[int] = field(init=False, repr=False)
+    _pair_arrays: tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]] = field(
+        init=False, repr=False
+    )
+    # The C kernel's view of the arrays, made on first use; False when it cannot read them.
+    _native: _kernel.Index | Literal[False] | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Row bounds as Python ints: slicing with them avoids a numpy round trip per term.
@@ -445,6 +453,8 @@ class LexicalIndex:
         starts = np.searchsorted(firsts, np.arange(single + 1 if keys.shape[0] else 0))
         object.__setattr__(self, "_pair_starts", starts.tolist())
         object.__setattr__(self, "_pair_seconds", seconds.data.cast("B").cast("i"))
+        object.__setattr__(self, "_pair_arrays", (starts.astype(np.int64), seconds))
+        object.__setattr__(self, "_native", None)
 
     @classmethod
     def from_arrays(
@@ -488,22 +498,68 @@ class LexicalIndex:
         """Number of documents indexed."""
         return self.stats.n_docs
 
+    def _kernel_index(self) -> _kernel.Index | None:
+        """The C kernel's view of this index, or None: no kernel, or arrays it cannot read
+        (then the numpy path runs, with identical results)."""
+        if not _kernel.available():
+            return None
+        native = self._native
+        if native is None:
+            starts, seconds = self._pair_arrays
+            try:
+                native = _kernel.Index(
+                    self.indptr,
+                    cast(_kernel.DocArray, self.docs),
+                    self.scores,
+                    self.doc_count,
+                    len(self.vocabulary),
+                    starts,
+                    seconds,
+                )
+            except (TypeError, ValueError):
+                native = False
+            object.__setattr__(self, "_native", native)  # a race makes an equal one
+        return native or None
+
+    def codes(self, terms: Iterable[str]) -> list[int]:
+        """The word codes of analyzed query terms: each term's id, or UNKNOWN."""
+        get = self.vocabulary.get
+        return [get(term, UNKNOWN) for term in terms]
+
     def query_ids(self, terms: Sequence[str]) -> list[int]:
         """Term ids of analyzed query terms, one per occurrence, unknown terms dropped,
         followed by the ids of indexed adjacent pairs when the index has a pair field."""
-        found = list(map(self.vocabulary.get, terms))
-        ids = [tid for tid in found if tid is not None]
+        return self.ids_of_codes(self.codes(terms))
+
+    def ids_of_codes(self, codes: Sequence[int]) -> list[int]:
+        """The term ids of a query's word codes: each code's term (codes >= 0, in order),
+        then every indexed pair of adjacent terms in order, where SKIP codes take no place
+        and UNKNOWN codes break pairs. Raises ValueError for a code not below the number of
+        single terms. The C kernel and :meth:`_python_ids` give the same ids."""
+        native = self._kernel_index()
+        if native is not None:
+            return _kernel.resolve(native, codes)
+        return self._python_ids(codes)
+
+    def _python_ids(self, codes: Sequence[int]) -> list[int]:
+        """:meth:`ids_of_codes` in Python (pairs found by bisection)."""
+        single = len(self.vocabulary)
+        ids = [code for code in codes if code >= 0]
+        if ids and max(ids) >= single:
+            raise ValueError(f"word code {max(ids)} is not below the {single} single terms")
         starts = self._pair_starts
-        if starts and len(found) > 1:
-            seconds, single = self._pair_seconds, len(self.vocabulary)
-            for first, second in pairwise(found):
-                if first is None or second is None:  # an unknown term breaks the pair
+        if starts and len(ids) > 1:
+            seconds, first = self._pair_seconds, UNKNOWN
+            for second in codes:
+                if second == SKIP:  # a stop word: its neighbours are adjacent
                     continue
-                lo, hi = starts[first], starts[first + 1]
-                if lo < hi:
-                    at = bisect_left(seconds, second, lo, hi)
-                    if at < hi and seconds[at] == second:
-                        ids.append(single + at)
+                if first >= 0 and second >= 0:
+                    lo, hi = starts[first], starts[first + 1]
+                    if lo < hi:
+                        at = bisect_left(seconds, second, lo, hi)
+                        if at < hi and seconds[at] == second:
+                            ids.append(single + at)
+                first = second
         return ids
 
     def term_ids(self, terms: Iterable[str]) -> Counter[int]:
@@ -538,6 +594,26 @@ class LexicalIndex:
         summed = np.bincount(inverse.ravel(), weights=all_scores, minlength=unique.shape[0])
         return QueryScores(n, None, unique, cast(FloatArray, summed))
 
+    def top_codes(
+        self, codes: Sequence[int], k: int, skip: MaskArray | None = None
+    ) -> tuple[list[int], list[float]]:
+        """:meth:`top` for a query's word codes (see :meth:`ids_of_codes`): with the C
+        kernel, one call from words to results."""
+        native = self._native or self._kernel_index()  # made on first use
+        if native and _kernel.available():
+            return _kernel.top_codes(native, codes, k, skip)
+        return self.top(self._python_ids(codes), k, skip)
+
+    def top(
+        self, ids: Sequence[int], k: int, skip: MaskArray | None = None
+    ) -> tuple[list[int], list[float]]:
+        """:meth:`top_ids` as lists."""
+        native = self._kernel_index()
+        if native is not None:
+            return _kernel.top_rows(native, ids, k, skip)
+        docs, values = self._numpy_top(ids, k, skip)
+        return docs.tolist(), values.tolist()
+
     def top_ids(
         self, ids: Sequence[int], k: int, skip: MaskArray | None = None
     ) -> tuple[IntArray, FloatArray]:
@@ -546,27 +622,25 @@ class LexicalIndex:
         ``skip`` marks documents that must not be returned (True = skip). Uses the C
         kernel when it was compiled, else numpy; both give identical results.
         """
+        if self._kernel_index() is None:
+            return self._numpy_top(ids, k, skip)
+        docs, values = self.top(ids, k, skip)
+        return np.array(docs, dtype=np.int64), np.array(values, dtype=np.float64)
+
+    def _numpy_top(
+        self, ids: Sequence[int], k: int, skip: MaskArray | None
+    ) -> tuple[IntArray, FloatArray]:
         if not ids or k <= 0:
             return _NO_DOCS, _NO_SCORES
-        if _kernel.available() and self.docs.dtype in _KERNEL_DOCS:
-            bounds = self._bounds
-            lows = [bounds[tid] for tid in ids]
-            highs = [bounds[tid + 1] for tid in ids]
-            docs = cast(_kernel.DocArray, self.docs)
-            return _kernel.score_topk(lows, highs, docs, self.scores, self.doc_count, k, skip)
         return self.score_ids(ids).top(k, None if skip is None else ~skip)
 
     def score_of_ids(self, ids: Sequence[int], doc: int) -> float:
         """The score of one document for term ids (0.0 when it does not match)."""
         if not ids:
             return 0.0
-        if _kernel.available() and self.docs.dtype in _KERNEL_DOCS:
-            bounds = self._bounds
-            lows = [bounds[tid] for tid in ids]
-            highs = [bounds[tid + 1] for tid in ids]
-            return _kernel.score_of(
-                lows, highs, cast(_kernel.DocArray, self.docs), self.scores, doc
-            )
+        native = self._kernel_index()
+        if native is not None:
+            return _kernel.rows_score_of(native, ids, doc)
         return self.score_ids(ids).score_of(doc)
 
     def explain(self, terms: Iterable[str], doc: int) -> dict[str, float]:

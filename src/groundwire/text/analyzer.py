@@ -27,7 +27,13 @@ _CJK = (
     "\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
     "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
 )
-_ASCII_WORD = re.compile(r"[a-z0-9]+")
+# Every byte to itself if an ASCII letter or digit (lower-cased), else to a space: ASCII
+# text translated through it splits into exactly the words the regular expression
+# [a-z0-9]+ finds in its lower case, about three times faster than the expression.
+_ASCII_WORDS = bytes(
+    ord(chr(byte).lower()) if byte < 128 and chr(byte).isalnum() else ord(" ")
+    for byte in range(256)
+)
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 _POSSESSIVE = re.compile("(?<=[^\\W_])['\u2019]s\\b")
 _HYPHENATED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")
@@ -124,7 +130,7 @@ class Analyzer:
         if config.strip_possessives and ("'" in normalized or "\u2019" in normalized):
             normalized = _POSSESSIVE.sub("", normalized)
         if normalized.isascii():
-            out: list[str] = _ASCII_WORD.findall(normalized)
+            out: list[str] = normalized.encode().translate(_ASCII_WORDS).decode().split()
         else:
             out = []
             for cjk, word in _unicode_word().findall(normalized):
