@@ -11,7 +11,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from functools import partial
-from itertools import pairwise, repeat
+from itertools import repeat
 from typing import Any, Literal, NamedTuple, overload
 
 import numpy as np
@@ -69,11 +69,6 @@ def _symbols(value: object) -> str:
     if isinstance(value, list | tuple):
         return "\n".join(item for item in value if isinstance(item, str))
     return ""
-
-
-def bigrams(terms: Sequence[str]) -> list[str]:
-    """Adjacent term pairs (``"a b"``): terms never contain spaces, so pairs never collide."""
-    return [f"{first} {second}" for first, second in pairwise(terms)]
 
 
 class Ranked(NamedTuple):

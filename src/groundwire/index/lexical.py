@@ -96,24 +96,14 @@ class QueryScores:
         keep = mask[self.docs]
         return self.docs[keep], self.values[keep]
 
-    def top(
-        self, k: int, mask: MaskArray | None = None, excluded: IntArray | None = None
-    ) -> tuple[IntArray, FloatArray]:
-        """The k best documents within ``mask``: score descending, ties by doc ascending.
-
-        ``excluded`` (the positions ``mask`` rejects, if the caller has them) saves a pass.
-        """
+    def top(self, k: int, mask: MaskArray | None = None) -> tuple[IntArray, FloatArray]:
+        """The k best documents within ``mask``: score descending, ties by doc ascending."""
         if k <= 0:
             return _NO_DOCS, _NO_SCORES
         if self.dense is None:
             chosen, values = self.matched(mask)
         else:
-            scores = self.dense
-            if mask is not None:
-                rejected = np.flatnonzero(~mask) if excluded is None else excluded
-                if rejected.shape[0]:
-                    scores = scores.copy()
-                    scores[rejected] = 0.0
+            scores = self.dense if mask is None else np.where(mask, self.dense, 0.0)
             # Any subset's k-th best score bounds the overall k-th best from below, so
             # only documents at or above it need sorting. The rarest terms' documents
             # usually score highest, which makes the bound tight.
@@ -607,25 +597,14 @@ class LexicalIndex:
     def top(
         self, ids: Sequence[int], k: int, skip: MaskArray | None = None
     ) -> tuple[list[int], list[float]]:
-        """:meth:`top_ids` as lists."""
+        """The k best documents for term ids, as lists: score descending, then document
+        ascending. ``skip`` marks documents that must not be returned (True = skip). Uses
+        the C kernel when it was compiled, else numpy; both give identical results."""
         native = self._kernel_index()
         if native is not None:
             return _kernel.top_rows(native, ids, k, skip)
         docs, values = self._numpy_top(ids, k, skip)
         return docs.tolist(), values.tolist()
-
-    def top_ids(
-        self, ids: Sequence[int], k: int, skip: MaskArray | None = None
-    ) -> tuple[IntArray, FloatArray]:
-        """The k best documents for term ids: score descending, then document ascending.
-
-        ``skip`` marks documents that must not be returned (True = skip). Uses the C
-        kernel when it was compiled, else numpy; both give identical results.
-        """
-        if self._kernel_index() is None:
-            return self._numpy_top(ids, k, skip)
-        docs, values = self.top(ids, k, skip)
-        return np.array(docs, dtype=np.int64), np.array(values, dtype=np.float64)
 
     def _numpy_top(
         self, ids: Sequence[int], k: int, skip: MaskArray | None
