@@ -209,8 +209,27 @@ class SkippedSource:
     reason: str
 
 
+class _Cited:
+    """Citation and heading trail of a record with ``id``, ``version`` and ``headings``."""
+
+    __slots__ = ()
+    id: str
+    version: str
+    headings: tuple[str, ...]
+
+    @property
+    def citation(self) -> Citation:
+        """The stable citation of this record: ``[KB:<id>@<version>]``."""
+        return Citation(self.id, self.version)
+
+    @property
+    def heading(self) -> str:
+        """The heading trail as one line: ``Guide > Install > Linux``."""
+        return " > ".join(self.headings)
+
+
 @dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(_Cited):
     """One cited piece of a document: ``text == document.text[start:end]`` (code points).
 
     ``id`` is ``<source_id>#<number>`` with ``number`` counted from 0; ``version`` is the
@@ -238,15 +257,6 @@ class Chunk:
         object.__setattr__(self, "headings", _tuple(self.headings))
         object.__setattr__(self, "symbols", _tuple(self.symbols))
 
-    @property
-    def citation(self) -> Citation:
-        """The stable citation of this chunk: ``[KB:<id>@<version>]``."""
-        return Citation(self.id, self.version)
-
-    @property
-    def heading(self) -> str:
-        """The heading trail as one line: ``Guide > Install > Linux``."""
-        return " > ".join(self.headings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +276,7 @@ class EvidenceSource:
 
 
 @dataclass(frozen=True, slots=True)
-class Excerpt:
+class Excerpt(_Cited):
     """A bounded, cited piece of one source: ``text == source_text[start:end]`` (code points).
 
     ``id`` is the best-scoring chunk's id and ``chunk_ids`` every chunk merged into the
@@ -291,15 +301,6 @@ class Excerpt:
         object.__setattr__(self, "headings", _tuple(self.headings))
         object.__setattr__(self, "chunk_ids", _tuple(self.chunk_ids))
 
-    @property
-    def citation(self) -> Citation:
-        """The stable citation of this excerpt's best chunk: ``[KB:<id>@<version>]``."""
-        return Citation(self.id, self.version)
-
-    @property
-    def heading(self) -> str:
-        """The heading trail as one line: ``Guide > Install > Linux``."""
-        return " > ".join(self.headings)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import replace
 from types import ModuleType
@@ -89,19 +90,19 @@ def _names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
-class StreamAssembler:
+class StreamAssembler(ABC):
     """Turns one SDK's stream chunks into :class:`StreamEvent` s, then the ``done`` event."""
 
+    @abstractmethod
     def feed(self, chunk: Any) -> list[StreamEvent]:
         """Events for one chunk (text deltas, completed tool calls)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def finish(self) -> list[StreamEvent]:
         """The events left when the stream ends: pending tool calls, then ``done``."""
-        raise NotImplementedError
 
 
-class SDKProvider:
+class SDKProvider(ABC):
     """Base of providers built on an official SDK: see the module docstring."""
 
     name: str
@@ -133,24 +134,29 @@ class SDKProvider:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
 
     # --- what a subclass provides --------------------------------------------------------------
+    @abstractmethod
     def _import_sdk(self) -> ModuleType:
-        raise NotImplementedError
+        """The SDK module (MissingExtraError when it is not installed)."""
 
+    @abstractmethod
     def _make_client(self, *, asynchronous: bool) -> Any:
-        raise NotImplementedError
+        """A sync or async SDK client with this provider's settings, SDK retries off."""
 
+    @abstractmethod
     def _endpoint(self, client: Any) -> Any:
         """The SDK's create function on ``client``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _arguments(self, request: ChatRequest, model: str) -> dict[str, Any]:
-        raise NotImplementedError
+        """The SDK call's keyword arguments for ``request``."""
 
+    @abstractmethod
     def _completion(self, response: Any, model: str) -> Completion:
-        raise NotImplementedError
+        """A :class:`Completion` from one SDK response."""
 
+    @abstractmethod
     def _assembler(self, model: str) -> StreamAssembler:
-        raise NotImplementedError
+        """A fresh assembler for one streamed response."""
 
     # --- the Provider protocol -----------------------------------------------------------------
     def complete(self, request: ChatRequest) -> Completion:
