@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -49,3 +52,37 @@ def entry_factory() -> Callable[..., dict[str, Any]]:
 def source_factory() -> Callable[..., dict[str, Any]]:
     """Build a source mapping: ``source_factory(entry, ..., source_id="kb", version="v1")``."""
     return make_source
+
+
+def load_by_path(name: str, path: Path) -> ModuleType:
+    """Import a helper module that is not on sys.path, registered under ``name``.
+
+    Registered because dataclasses look their module up while they are built, and so
+    that test modules may ``from <name> import ...`` once this conftest has run.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Scriptable OpenAI/Anthropic servers on 127.0.0.1 (tests/llm/fake_servers.py).
+FAKE_SERVERS = load_by_path("fake_servers", ROOT / "tests" / "llm" / "fake_servers.py")
+
+
+@pytest.fixture
+def fake_servers_module() -> ModuleType:
+    """The fake_servers module: Reply, ToolCallSpec, FakeLLMServer, WAIT_LIMIT_S."""
+    return FAKE_SERVERS
+
+
+@pytest.fixture(scope="session")
+def pdf_writer() -> ModuleType:
+    """``examples/tools/make_docs_pdf.py``, the deterministic hand-written PDF writer:
+    ``pdf_writer.pdf_bytes(pages, title)`` makes a small real PDF."""
+    return load_by_path("make_docs_pdf", ROOT / "examples" / "tools" / "make_docs_pdf.py")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -932,29 +933,15 @@ def count_quokka(sightings):
 '''
 
 
-def _pdf_bytes(pages: list[list[str]], title: str) -> bytes:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "_make_pdf", ROOT / "examples" / "tools" / "make_docs_pdf.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    data: bytes = module.pdf_bytes(pages, title)
-    return data
-
-
 @pytest.fixture
-def mixed_docs(tmp_path: Path) -> Path:
+def mixed_docs(tmp_path: Path, pdf_writer: ModuleType) -> Path:
     """A folder mixing Markdown, HTML, PDF and Python, each mentioning quokkas."""
     root = tmp_path / "docs"
     (root / "web").mkdir(parents=True)
     (root / "guide.md").write_text(MIXED_MD, encoding="utf-8")
     (root / "web" / "habitat.html").write_text(MIXED_HTML, encoding="utf-8")
     (root / "census.py").write_text(MIXED_PY, encoding="utf-8")
-    pdf = _pdf_bytes([["Quokka survey", "Each quokka was counted at dawn."]], "Survey")
+    pdf = pdf_writer.pdf_bytes([["Quokka survey", "Each quokka was counted at dawn."]], "Survey")
     (root / "survey.pdf").write_bytes(pdf)
     return root
 
@@ -1214,31 +1201,17 @@ ASK_KEYS = {
 }
 
 
-def _fake_servers() -> Any:
-    """tests/llm/fake_servers.py, loaded by path (as tests/llm/conftest.py does)."""
-    import importlib.util
-
-    if "fake_servers" in sys.modules:
-        return sys.modules["fake_servers"]
-    path = ROOT / "tests" / "llm" / "fake_servers.py"
-    spec = importlib.util.spec_from_file_location("fake_servers", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fake_servers"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+def fake(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_servers_module: ModuleType
+) -> Iterator[Any]:
     """A fake OpenAI/Anthropic server on 127.0.0.1; no real provider settings leak in."""
     for name in ASK_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic-config"))
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    server = _fake_servers().FakeLLMServer()
+    server = fake_servers_module.FakeLLMServer()
     yield server
     server.close()
 

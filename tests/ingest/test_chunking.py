@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import itertools
 import json
 import os
@@ -11,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -334,14 +334,8 @@ def test_html_chunks_follow_the_page_structure() -> None:
     assert documents[0].title == "Limits"
 
 
-def test_pdf_chunks_record_their_pages() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "_make_pdf", EXAMPLE_DOCS.parent / "tools" / "make_docs_pdf.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    make_pdf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_pdf)
+def test_pdf_chunks_record_their_pages(pdf_writer: ModuleType) -> None:
+    make_pdf = pdf_writer
     pages = [[f"Page one line {n}." for n in range(6)], ["Page two."], ["Page three."]]
     doc = load_bytes(make_pdf.pdf_bytes(pages, "Guide"), "guide.pdf")
     chunks = chunk_document(doc, ChunkingConfig(size=60, overlap=0))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -25,21 +25,18 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_DOCS = ROOT / "examples" / "docs"
 
 
-def _pdf_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "_make_pdf", EXAMPLE_DOCS.parent / "tools" / "make_docs_pdf.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+MakePdf = Callable[..., bytes]
 
 
-def make_pdf(pages: list[list[str]], title: str = "A guide") -> bytes:
+@pytest.fixture
+def make_pdf(pdf_writer: ModuleType) -> MakePdf:
     """A small real PDF, written by the example script's hand-written PDF writer."""
-    data: bytes = _pdf_module().pdf_bytes(pages, title)
-    return data
+
+    def make(pages: list[list[str]], title: str = "A guide") -> bytes:
+        data: bytes = pdf_writer.pdf_bytes(pages, title)
+        return data
+
+    return make
 
 
 def heading_at(doc: LoadedDocument, n: int) -> str:
@@ -254,7 +251,7 @@ def test_source_code_by_extension(name: str, language: str) -> None:
 
 
 # --- PDF -----------------------------------------------------------------------------------
-def test_pdf_pages_become_sections() -> None:
+def test_pdf_pages_become_sections(make_pdf: MakePdf) -> None:
     data = make_pdf([["First page line", "second line"], ["Page two (text)"]], "Ops guide")
     doc = load_bytes(data, "ops.pdf")
     assert doc.kind == "pdf"
@@ -274,7 +271,9 @@ def test_broken_pdf_is_a_source_error() -> None:
         load_bytes(b"%PDF-1.4\nthis is not really a pdf", "broken.pdf")
 
 
-def test_pdf_without_the_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pdf_without_the_extra_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, make_pdf: MakePdf
+) -> None:
     monkeypatch.setitem(sys.modules, "pypdf", None)
     with pytest.raises(MissingExtraError, match=r"pip install 'groundwire\[pdf\]'"):
         load_bytes(make_pdf([["x"]]), "a.pdf")
@@ -426,7 +425,7 @@ def test_several_inputs_and_duplicate_ids(tmp_path: Path) -> None:
 
 
 def test_a_missing_extra_skips_the_file_in_a_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_pdf: MakePdf
 ) -> None:
     (tmp_path / "guide.pdf").write_bytes(make_pdf([["hello"]]))
     (tmp_path / "notes.txt").write_text("notes")
@@ -447,7 +446,7 @@ def test_example_docs_load_completely() -> None:
     assert pdf.sha256 == hashlib.sha256((EXAMPLE_DOCS / pdf.source_id).read_bytes()).hexdigest()
 
 
-def test_example_pdf_is_reproducible(tmp_path: Path) -> None:
-    module = _pdf_module()
+def test_example_pdf_is_reproducible(tmp_path: Path, pdf_writer: ModuleType) -> None:
+    module = pdf_writer
     committed = (EXAMPLE_DOCS / "operations-guide.pdf").read_bytes()
     assert module.pdf_bytes(module.PAGES, module.TITLE) == committed

@@ -10,37 +10,20 @@
   ``ANTHROPIC_*``), so a developer's real key or base URL never leaks into a test, and
   with 127.0.0.1 exempt from any proxy.
 
-The helper module is loaded by path (tests run with ``--import-mode=importlib``) and
-registered as ``fake_servers``, so after this conftest a test module may also
-``from fake_servers import Reply, ToolCallSpec``.
+The helper module is loaded by path by ``tests/conftest.py`` (tests run with
+``--import-mode=importlib``) and registered as ``fake_servers``, so a test module may
+``from fake_servers import Reply, ToolCallSpec``; ``fake_servers_module`` is defined there.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import fake_servers  # registered by tests/conftest.py, which runs first
 import pytest
-
-
-def _load_fake_servers() -> Any:
-    if "fake_servers" in sys.modules:
-        return sys.modules["fake_servers"]
-    path = Path(__file__).with_name("fake_servers.py")
-    spec = importlib.util.spec_from_file_location("fake_servers", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fake_servers"] = module  # dataclasses look their module up while building
-    spec.loader.exec_module(module)
-    return module
-
-
-fake_servers = _load_fake_servers()
 
 #: Provider settings read from the environment; cleared for every test in this folder.
 PROVIDER_ENV = (
@@ -69,12 +52,6 @@ def _isolate_provider_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     for name in ("NO_PROXY", "no_proxy"):
         current = {h for h in os.environ.get(name, "").split(",") if h}
         monkeypatch.setenv(name, ",".join(sorted(current | exempt)))
-
-
-@pytest.fixture
-def fake_servers_module() -> Any:
-    """The fake_servers module: Reply, ToolCallSpec, FakeLLMServer, WAIT_LIMIT_S."""
-    return fake_servers
 
 
 @pytest.fixture
