@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 import groundwire
 from groundwire.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HANDBOOK = str(ROOT / "examples" / "handbook")
 DOCS = ROOT / "docs" / "CLI.md"
 ROTATION = "security.api-key-rotation"

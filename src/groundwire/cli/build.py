@@ -1,0 +1,244 @@
+"""``index`` and ``ingest``: build a snapshot once and save it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from groundwire import (
+    ChunkingConfig,
+    IndexSettings,
+    KnowledgeBase,
+    SkippedSource,
+    ValidationFailedError,
+    chunks_to_documents,
+    load_documents,
+    normalize_and_validate,
+)
+from groundwire.cli.app import app
+from groundwire.cli.inputs import chunk_all, load_kb, nothing_to_index, validate_hint
+from groundwire.cli.options import JsonOpt
+from groundwire.cli.output import (
+    facts_table,
+    fail,
+    make_console,
+    print_json,
+    progress_display,
+    skipped_json,
+)
+from groundwire.config import chunk_settings
+
+SourcesArg = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="SOURCES...",
+        help="Knowledge bases to index together: folders of Markdown entries with "
+        "source.yaml, or .json/.yaml source files.",
+        show_default=False,
+    ),
+]
+
+
+def _index_json(out: Path, built: float, saved: float, warnings: int) -> dict[str, Any]:
+    """The summary of a written snapshot, from its manifest (a documented file format)."""
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    files = manifest["files"].values()
+    return {
+        "path": str(out),
+        "format_version": manifest["format_version"],
+        "entries": manifest["counts"]["entries"],
+        "terms": manifest["counts"]["terms"],
+        "files": len(files) + 1,
+        "bytes": sum(item["bytes"] for item in files) + (out / "manifest.json").stat().st_size,
+        "source_manifest_hash": manifest["source_manifest_hash"],
+        "warnings": warnings,
+        "build_seconds": round(built, 3),
+        "save_seconds": round(saved, 3),
+    }
+
+
+@app.command()
+def index(
+    sources: SourcesArg,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="PATH",
+            help="Snapshot folder to write. An existing snapshot there is replaced "
+            "atomically; any other existing folder is refused.",
+            show_default=False,
+        ),
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate and index knowledge bases once, and save the snapshot to PATH.
+
+    Every other command (and GroundingEngine.from_snapshot) opens the snapshot in
+    milliseconds instead of rebuilding. Nothing is written when validation fails;
+    a failed write leaves an existing snapshot at PATH intact.
+    """
+    loaded = [source for path in sources for source in load_kb(path)]
+    report = normalize_and_validate(loaded)
+    if not report.ok:
+        hint = validate_hint(sources[0]) if len(sources) == 1 else ""
+        fail(str(ValidationFailedError(report.issues)) + hint)
+    with progress_display(not as_json) as progress:
+        task = progress.add_task("indexing", total=len(report.entries))
+        started = time.perf_counter()
+        snapshot = KnowledgeBase(
+            report.entries,
+            IndexSettings(),
+            issues=report.issues,
+            progress=lambda count: progress.advance(task, count),
+        )
+        built = time.perf_counter() - started
+        progress.add_task("saving", total=None)
+        started = time.perf_counter()
+        snapshot.save(out)
+        saved = time.perf_counter() - started
+    summary = _index_json(out, built, saved, len(report.warnings))
+    if as_json:
+        print_json(summary)
+        return
+    make_console().print(
+        facts_table(
+            [
+                ("snapshot", summary["path"]),
+                ("entries", f"{summary['entries']:,}"),
+                ("terms", f"{summary['terms']:,}"),
+                ("files", f"{summary['files']} ({summary['bytes']:,} bytes)"),
+                ("source hash", summary["source_manifest_hash"]),
+                ("warnings", str(summary["warnings"])),
+                ("build", f"{built:.2f} s"),
+                ("save", f"{saved:.2f} s"),
+            ]
+        )
+    )
+
+
+DocumentsArg = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="PATH...",
+        help="Documents to ingest together: files, and folders walked recursively "
+        "(Markdown/MDX, HTML, JSON, LaTeX, text, CSV/YAML/XML, source code, PDF).",
+        show_default=False,
+    ),
+]
+_CHUNKING = ChunkingConfig()
+
+
+def _ingest_json(
+    out: Path, files: int, chunks: int, bytes_read: int, skipped: Sequence[SkippedSource]
+) -> dict[str, Any]:
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    return {
+        "path": str(out),
+        "files": files,
+        "chunks": chunks,
+        "bytes_read": bytes_read,
+        "skipped": skipped_json(skipped),
+        "terms": manifest["counts"]["terms"],
+        "source_manifest_hash": manifest["source_manifest_hash"],
+    }
+
+
+@app.command()
+def ingest(
+    paths: DocumentsArg,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="Snapshot folder to write. An existing snapshot there is replaced "
+            "atomically; any other existing folder is refused.",
+            show_default=False,
+        ),
+    ],
+    chunk_size: Annotated[
+        int,
+        typer.Option("--chunk-size", metavar="N", help="Longest chunk, in characters."),
+    ] = _CHUNKING.size,
+    chunk_overlap: Annotated[
+        int,
+        typer.Option(
+            "--chunk-overlap",
+            metavar="N",
+            help="Characters consecutive chunks of one split section share (under half "
+            "of --chunk-size).",
+        ),
+    ] = _CHUNKING.overlap,
+    as_json: JsonOpt = False,
+) -> None:
+    """Load, chunk and index documents once, and save the snapshot to DIR.
+
+    Shows a progress bar, then a summary: files, chunks, and every skipped file with the
+    reason. 'groundwire ground DIR' and 'groundwire search DIR' then answer from it.
+    Nothing is written when no document could be loaded.
+    """
+    config = ChunkingConfig(size=chunk_size, overlap=chunk_overlap)
+    with progress_display(not as_json) as progress:
+        reading = progress.add_task("loading", total=None)
+
+        def loaded(done: int, total: int) -> None:
+            progress.update(reading, completed=done, total=total)
+
+        started = time.perf_counter()
+        result = load_documents(paths, progress=loaded)
+        chunking = progress.add_task("chunking", total=len(result.documents))
+        chunks, files, failed = chunk_all(
+            result.documents, config, lambda: progress.advance(chunking)
+        )
+        skipped = (*result.skipped, *failed)
+        if not chunks:
+            fail(nothing_to_index(paths, skipped))
+        load_seconds = time.perf_counter() - started
+        indexing = progress.add_task("indexing", total=len(chunks))
+        started = time.perf_counter()
+        kb = KnowledgeBase.from_documents(
+            chunks_to_documents(chunks),
+            chunk_settings(),
+            progress=lambda count: progress.advance(indexing, count),
+        )
+        index_seconds = time.perf_counter() - started
+        progress.add_task("saving", total=None)
+        started = time.perf_counter()
+        kb.save(out)
+        save_seconds = time.perf_counter() - started
+    summary = _ingest_json(out, files, len(chunks), result.bytes_read, skipped)
+    summary.update(
+        load_seconds=round(load_seconds, 3),
+        index_seconds=round(index_seconds, 3),
+        save_seconds=round(save_seconds, 3),
+    )
+    if as_json:
+        print_json(summary)
+        return
+    console = make_console()
+    console.print(
+        facts_table(
+            [
+                ("snapshot", summary["path"]),
+                ("files", f"{files:,} ({result.bytes_read:,} bytes)"),
+                ("chunks", f"{len(chunks):,}"),
+                ("skipped", str(len(skipped))),
+                ("terms", f"{summary['terms']:,}"),
+                ("source hash", summary["source_manifest_hash"]),
+                ("load", f"{load_seconds:.2f} s"),
+                ("index", f"{index_seconds:.2f} s"),
+                ("save", f"{save_seconds:.2f} s"),
+            ]
+        )
+    )
+    for item in skipped:
+        console.print(Text(f"skipped {item.path}: {item.reason}", style="yellow"), soft_wrap=True)

@@ -1,0 +1,389 @@
+"""``ground`` and ``search``: what one turn would receive, and how entries rank."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from groundwire import (
+    ContextConfig,
+    EvidenceResult,
+    GroundingConfig,
+    GroundingOutcome,
+    Hit,
+    KnowledgeBase,
+    QueryError,
+    Scope,
+    ValidationFailedError,
+    retrieve_evidence,
+)
+from groundwire.cli.app import app
+from groundwire.cli.inputs import (
+    EVIDENCE_DEFAULTS,
+    Documents,
+    is_documents,
+    load_kb,
+    not_ready,
+    open_documents,
+    open_engine,
+    parse_turns,
+    reject_options,
+    validate_hint,
+)
+from groundwire.cli.options import BlockedOpt, JsonOpt, KbOrDocsArg, QueryArg
+from groundwire.cli.output import (
+    BROKEN,
+    EVIDENCE_REASONS,
+    REASONS,
+    echo_line,
+    facts_table,
+    fail,
+    make_console,
+    plural,
+    print_json,
+    skipped_json,
+    top_fields,
+)
+from groundwire.config import EvidenceSettings
+
+_DEFAULT_MAX_TOKENS = ContextConfig().max_tokens
+
+
+def _outcome_json(outcome: GroundingOutcome) -> dict[str, Any]:
+    meta = outcome.metadata
+    block = outcome.block
+    return {
+        "block": None
+        if block is None
+        else {
+            "kind": block.kind,
+            "trusted": block.trusted,
+            "content": block.content,
+            "citations": [citation.tag for citation in block.citations],
+            "metadata": dict(block.metadata),
+        },
+        "metadata": {
+            "selected_ids": list(meta.selected_ids),
+            "expanded_ids": list(meta.expanded_ids),
+            "candidate_count": meta.candidate_count,
+            "context_tokens": meta.context_tokens,
+            "truncated": meta.truncated,
+            "duration_ms": meta.duration_ms,
+            "confidence": meta.confidence,
+            "failure_reason": meta.failure_reason,
+        },
+    }
+
+
+def _hit_json(hit: Hit) -> dict[str, Any]:
+    return {"id": hit.id, "score": hit.score, "breakdown": dict(hit.breakdown)}
+
+
+def _print_outcome(outcome: GroundingOutcome, max_tokens: int) -> None:
+    console = make_console()
+    meta = outcome.metadata
+    if outcome.block is not None:
+        console.rule("Knowledge block")
+        console.print(Text(outcome.block.content), soft_wrap=True)
+        console.rule("Citations")
+        for citation in outcome.block.citations:
+            console.print(Text(citation.tag), soft_wrap=True)
+    else:
+        reason = meta.failure_reason or "error"
+        console.print(Text(f"No knowledge block ({reason}): {REASONS[reason]}", style="yellow"))
+    console.rule("Metadata")
+    console.print(
+        facts_table(
+            [
+                ("selected", ", ".join(meta.selected_ids) or "-"),
+                ("expanded", ", ".join(meta.expanded_ids) or "-"),
+                ("confidence", meta.confidence),
+                ("candidates", str(meta.candidate_count)),
+                ("tokens", f"{meta.context_tokens} of {max_tokens}"),
+                ("truncated", "yes" if meta.truncated else "no"),
+                ("duration", f"{meta.duration_ms:.1f} ms"),
+                ("failure reason", meta.failure_reason or "-"),
+            ]
+        )
+    )
+
+
+def _evidence_json(result: EvidenceResult, docs: Documents, duration_ms: float) -> dict[str, Any]:
+    return {
+        "status": result.status,
+        "reason": result.reason,
+        "block": result.text if result.ready else None,
+        "citations": [citation.tag for citation in result.citations],
+        "excerpts": [
+            {
+                "id": excerpt.id,
+                "chunk_ids": list(excerpt.chunk_ids),
+                "source": excerpt.source_id,
+                "path": excerpt.path,
+                "heading": excerpt.heading,
+                "span": [excerpt.start, excerpt.end],
+                "version": excerpt.version,
+                "sha256": excerpt.sha256,
+                "score": excerpt.score,
+                "cut": excerpt.cut,
+                "text": excerpt.text,
+            }
+            for excerpt in result.excerpts
+        ],
+        "metadata": {
+            "tokens": result.tokens,
+            "max_tokens": result.settings.max_total_tokens,
+            "candidate_count": result.candidate_count,
+            "candidates_truncated": result.candidates_truncated,
+            "context_truncated": result.context_truncated,
+            "sources": len(result.source_ids),
+            "duration_ms": round(duration_ms, 3),
+        },
+        "settings": result.settings.as_dict(),
+        "documents": {
+            "files": docs.files,
+            "chunks": docs.chunks,
+            "skipped": skipped_json(docs.skipped),
+        },
+    }
+
+
+def _print_evidence(result: EvidenceResult, docs: Documents, duration_ms: float) -> None:
+    console = make_console()
+    if result.ready:
+        console.rule("Evidence block")
+        console.print(Text(result.text), soft_wrap=True)
+        console.rule("Citations")
+        for excerpt in result.excerpts:
+            line = Text(excerpt.citation.tag)
+            line.append(f"  {excerpt.path} {excerpt.start}-{excerpt.end}", style="dim")
+            if excerpt.heading:
+                line.append(f"  {excerpt.heading}", style="dim")
+            console.print(line, soft_wrap=True)
+    else:
+        reason = result.reason or "no-match"
+        console.print(Text(f"No evidence ({reason}): {EVIDENCE_REASONS[reason]}", style="yellow"))
+    console.rule("Metadata")
+    settings = result.settings
+    console.print(
+        facts_table(
+            [
+                ("status", result.status),
+                ("reason", result.reason or "-"),
+                (
+                    "documents",
+                    f"{plural(docs.files, 'file')}, {plural(docs.chunks, 'chunk')}, "
+                    f"{len(docs.skipped)} skipped",
+                ),
+                (
+                    "excerpts",
+                    f"{len(result.excerpts)} from {plural(len(result.source_ids), 'source')}",
+                ),
+                ("candidates", str(result.candidate_count)),
+                ("tokens", f"{result.tokens} of {settings.max_total_tokens}"),
+                ("truncated", "yes" if result.truncated else "no"),
+                ("duration", f"{duration_ms:.1f} ms"),
+            ]
+        )
+    )
+    for item in docs.skipped:
+        console.print(Text(f"skipped {item.path}: {item.reason}", style="yellow"), soft_wrap=True)
+
+
+_DOCS_ONLY = "Documents only:"
+
+
+@app.command()
+def ground(
+    kb: KbOrDocsArg,
+    query: QueryArg,
+    integration: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--integration",
+            metavar="NAME",
+            help="Enable an integration for this turn (repeatable). Entries specific to "
+            "an integration are only included when you pass --integration NAME; entries "
+            "that apply everywhere are always included.",
+            show_default=False,
+        ),
+    ] = None,
+    blocked_domain: BlockedOpt = None,
+    max_tokens: Annotated[
+        int,
+        typer.Option("--max-tokens", metavar="N", min=1, help="Token budget of the block."),
+    ] = _DEFAULT_MAX_TOKENS,
+    turn: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--turn",
+            metavar="ROLE:TEXT",
+            help="An earlier message of the conversation, oldest first (repeatable); "
+            "ROLE is user or assistant.",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            "-n",
+            metavar="K",
+            help=f"{_DOCS_ONLY} most excerpts [default: {EVIDENCE_DEFAULTS.limit}].",
+            show_default=False,
+        ),
+    ] = None,
+    max_excerpt_chars: Annotated[
+        int | None,
+        typer.Option(
+            "--max-excerpt-chars",
+            metavar="N",
+            help=f"{_DOCS_ONLY} longest excerpt in characters "
+            f"[default: {EVIDENCE_DEFAULTS.max_excerpt_chars}].",
+            show_default=False,
+        ),
+    ] = None,
+    min_score: Annotated[
+        float | None,
+        typer.Option(
+            "--min-score",
+            metavar="S",
+            help=f"{_DOCS_ONLY} lowest BM25 score an excerpt may have "
+            f"[default: {EVIDENCE_DEFAULTS.min_score:g}].",
+            show_default=False,
+        ),
+    ] = None,
+    min_sources: Annotated[
+        int | None,
+        typer.Option(
+            "--min-sources",
+            metavar="N",
+            help=f"{_DOCS_ONLY} distinct documents needed for a ready result "
+            f"[default: {EVIDENCE_DEFAULTS.min_sources}].",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Select the knowledge one turn needs and print the block an LLM would receive.
+
+    Shows the knowledge block, its citations and the grounding metadata.
+    When no block comes back, the failure reason says why.
+    Exits 1 only when grounding could not run (index-not-ready, timeout, error).
+
+    For documents, prints the evidence block (quoted excerpts with spans), its
+    citations, and the status: ready, or insufficient with the reason.
+    """
+    documents_only = {
+        "limit": limit,
+        "max_excerpt_chars": max_excerpt_chars,
+        "min_score": min_score,
+        "min_sources": min_sources,
+    }
+    if is_documents(kb):
+        reject_options(True, integration=integration, blocked_domain=blocked_domain, turn=turn)
+        given = {name: value for name, value in documents_only.items() if value is not None}
+        _ground_documents(kb, query, as_json, max_total_tokens=max_tokens, **given)
+        return
+    reject_options(False, **documents_only)
+    turns = parse_turns(turn or ())
+    config = GroundingConfig(
+        sources=() if KnowledgeBase.is_snapshot(kb) else load_kb(kb),
+        blocked_domains=tuple(blocked_domain or ()),
+        context=ContextConfig(max_tokens=max_tokens),
+    )
+    limit = config.retrieval.max_query_chars
+    if len(query) > limit:  # the engine would fail open; on the command line it is a usage error
+        raise QueryError(f"query has {len(query):,} characters, over the limit of {limit:,}")
+    with open_engine(kb, config) as engine:
+        engine.ready()
+        outcome = engine.ground(query, recent_turns=turns, scope=Scope(tuple(integration or ())))
+        status = engine.status()
+    if as_json:
+        print_json(_outcome_json(outcome))
+    else:
+        _print_outcome(outcome, max_tokens)
+    reason = outcome.metadata.failure_reason
+    if reason == "index-not-ready":
+        fail(not_ready(kb, status))
+    if reason in BROKEN:
+        fail(REASONS[str(reason)])
+
+
+def _ground_documents(path: Path, query: str, as_json: bool, **options: Any) -> None:
+    """Evidence for ``query`` from the documents at ``path`` (options: retrieve_evidence's)."""
+    EvidenceSettings(**options)  # bad values are usage errors before any file is read
+    longest = EVIDENCE_DEFAULTS.max_query_chars
+    if len(query) > longest:
+        raise QueryError(f"query has {len(query):,} characters, over the limit of {longest:,}")
+    docs = open_documents(path)
+    started = time.perf_counter()
+    result = retrieve_evidence(docs.kb, query, **options)
+    duration_ms = (time.perf_counter() - started) * 1000
+    if as_json:
+        print_json(_evidence_json(result, docs, duration_ms))
+    else:
+        _print_evidence(result, docs, duration_ms)
+
+
+@app.command()
+def search(
+    kb: KbOrDocsArg,
+    query: QueryArg,
+    integration: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--integration",
+            metavar="NAME",
+            help="Only consider integration-specific entries of these integrations "
+            "(repeatable). Without it, search does not filter by integration.",
+            show_default=False,
+        ),
+    ] = None,
+    blocked_domain: BlockedOpt = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", metavar="K", min=1, help="Number of results.")
+    ] = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rank entries for a query and explain each score (no context, no expansion).
+
+    For documents, ranks their chunks; skipped files are listed as warnings on stderr.
+    """
+    if is_documents(kb):
+        reject_options(True, integration=integration, blocked_domain=blocked_domain)
+        docs = open_documents(kb)
+        for item in docs.skipped:
+            echo_line("warning", f"skipped {item.path}: {item.reason}")
+        index = docs.kb
+    elif KnowledgeBase.is_snapshot(kb):
+        index = KnowledgeBase.load(kb)
+    else:
+        try:
+            index = KnowledgeBase.from_sources(load_kb(kb))
+        except ValidationFailedError as exc:
+            fail(str(exc) + validate_hint(kb))
+    scope = None if integration is None else Scope(tuple(integration))
+    hits = index.search(query, k=limit, scope=scope, blocked_domains=tuple(blocked_domain or ()))
+    if as_json:
+        print_json([_hit_json(hit) for hit in hits])
+        return
+    console = make_console()
+    if not hits:
+        console.print("No entries matched.")
+        return
+    table = Table("#", "id / title", "score", "top fields", box=box.SIMPLE_HEAD)
+    table.columns[1].no_wrap = True
+    table.columns[2].justify = "right"
+    for rank, hit in enumerate(hits, 1):
+        entry = index.get(hit.id)
+        name = Text(hit.id, style="bold")
+        name.append("\n" + (entry.title if entry is not None else ""), style="default")
+        table.add_row(str(rank), name, f"{hit.score:.2f}", Text(top_fields(hit.breakdown)))
+    console.print(table)

@@ -1,0 +1,182 @@
+"""What a ``KB`` argument names: sources, snapshots or documents, and how to open it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import typer
+
+from groundwire import (
+    Chunk,
+    ChunkingConfig,
+    GroundingConfig,
+    GroundingEngine,
+    GroundingStatus,
+    GroundwireError,
+    KnowledgeBase,
+    KnowledgeEntry,
+    KnowledgeSource,
+    LoadedDocument,
+    SkippedSource,
+    SourceError,
+    Turn,
+    chunk_document,
+    chunks_to_documents,
+    load_documents,
+    load_sources,
+)
+from groundwire.cli.output import ROLES, fail, plural
+from groundwire.config import EvidenceSettings, chunk_settings
+from groundwire.ingest.sources import SOURCE_MANIFEST
+
+
+def load_kb(kb: Path) -> list[KnowledgeSource]:
+    """The knowledge sources at ``kb`` (raises SourceError naming the file)."""
+    return load_sources(kb)
+
+
+def open_engine(kb: Path, config: GroundingConfig) -> GroundingEngine:
+    """An engine over ``kb``: opened from a snapshot, or built from the sources in ``config``."""
+    if KnowledgeBase.is_snapshot(kb):
+        return GroundingEngine.from_snapshot(kb, config)
+    return GroundingEngine(config)
+
+
+def parse_turns(values: Sequence[str]) -> tuple[Turn, ...]:
+    """``ROLE:TEXT`` strings into turns, oldest first; a bad value is a usage error."""
+    turns = []
+    for value in values:
+        role, sep, text = value.partition(":")
+        role = role.strip().lower()
+        if not sep or role not in ROLES or not text.strip():
+            raise typer.BadParameter(
+                f"{value!r} is not ROLE:TEXT with ROLE user or assistant and non-empty "
+                "TEXT; write e.g. --turn 'user:my API key leaked'",
+                param_hint="'--turn'",
+            )
+        turns.append(Turn(role, text.strip()))
+    return tuple(turns)
+
+
+def not_ready(kb: Path, status: GroundingStatus) -> str:
+    """Why the engine has no snapshot, naming the first validation error if any."""
+    message = f"the knowledge base is not ready: {status.last_error or 'it did not build'}"
+    errors = [issue for issue in status.validation_issues if issue.severity == "error"]
+    if errors:
+        message += f"; first: {errors[0].describe()}" + validate_hint(kb)
+    return message
+
+
+def validate_hint(kb: Path) -> str:
+    return f"; run 'groundwire validate {kb}' to list every issue"
+
+
+# -- documents --------------------------------------------------------------------------------
+#: Files that are knowledge source files (as before documents were accepted), not documents.
+_SOURCE_FILE_SUFFIXES = frozenset({".json", ".yaml", ".yml"})
+#: Folders load_sources does not walk when it looks for source.yaml.
+_NOT_WALKED = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
+
+
+EVIDENCE_DEFAULTS = EvidenceSettings()
+
+
+class Documents(NamedTuple):
+    """An index of document chunks and how it was made (for the summary)."""
+
+    kb: KnowledgeBase
+    files: int
+    chunks: int
+    skipped: tuple[SkippedSource, ...]
+
+
+def _is_chunk(entry: KnowledgeEntry) -> bool:
+    meta = entry.metadata
+    return isinstance(meta.get("source_id"), str) and isinstance(meta.get("start"), int)
+
+
+def _has_manifest(folder: Path) -> bool:
+    """Whether a source.yaml sits in ``folder`` or below it, where load_sources looks."""
+    for _, dirnames, filenames in os.walk(folder):
+        if SOURCE_MANIFEST in filenames:
+            return True
+        dirnames[:] = [name for name in dirnames if name not in _NOT_WALKED]
+    return False
+
+
+def is_documents(path: Path) -> bool:
+    """Whether ``path`` names documents rather than a knowledge base (see docs/CLI.md).
+
+    A missing path is a knowledge base, so it is reported exactly as before.
+    """
+    if path.is_file():
+        return path.suffix.lower() not in _SOURCE_FILE_SUFFIXES
+    if not path.is_dir():
+        return False
+    if KnowledgeBase.is_snapshot(path):
+        try:  # a cheap look at the first entry; the full load verifies everything
+            peek = KnowledgeBase.load(path, verify="manifest")
+            return len(peek) > 0 and _is_chunk(peek.entry(0))
+        except GroundwireError:
+            return False  # the knowledge base path reports the damage
+    return not _has_manifest(path)
+
+
+def chunk_all(
+    documents: Sequence[LoadedDocument], config: ChunkingConfig, advance: Any = None
+) -> tuple[list[Chunk], int, list[SkippedSource]]:
+    """Every document's chunks, the documents chunked, and those skipped (too many chunks)."""
+    chunks: list[Chunk] = []
+    skipped: list[SkippedSource] = []
+    for document in documents:
+        try:
+            chunks.extend(chunk_document(document, config))
+        except SourceError as exc:
+            skipped.append(SkippedSource(document.path, str(exc)))
+        if advance is not None:
+            advance()
+    return chunks, len(documents) - len(skipped), skipped
+
+
+def nothing_to_index(paths: Sequence[Path], skipped: Sequence[SkippedSource]) -> str:
+    where = ", ".join(str(path) for path in paths)
+    if not skipped:
+        return f"{where}: no documents to index (no files found)"
+    first = skipped[0]
+    return (
+        f"{where}: no documents to index; {plural(len(skipped), 'file')} skipped, "
+        f"first {first.path}: {first.reason}"
+    )
+
+
+def open_documents(path: Path) -> Documents:
+    """Load, chunk and index documents (or open an ingested snapshot)."""
+    if KnowledgeBase.is_snapshot(path):
+        kb = KnowledgeBase.load(path)
+        files = len({str(entry.metadata.get("source_id")) for entry in kb})
+        return Documents(kb, files, len(kb), ())
+    loaded = load_documents(path)
+    chunks, files, failed = chunk_all(loaded.documents, ChunkingConfig())
+    skipped = (*loaded.skipped, *failed)
+    if not chunks:
+        fail(nothing_to_index([path], skipped))
+    kb = KnowledgeBase.from_documents(chunks_to_documents(chunks), chunk_settings())
+    return Documents(kb, files, len(chunks), skipped)
+
+
+def reject_options(documents: bool, **given: Any) -> None:
+    """A usage error for a given option that does not apply to this kind of ``KB``."""
+    for name, value in given.items():
+        if value is not None and value != []:
+            option = "--" + name.replace("_", "-")
+            kind, other = (
+                ("knowledge bases", "documents (no source.yaml)")
+                if documents
+                else ("documents", "a knowledge base")
+            )
+            raise typer.BadParameter(
+                f"it applies to {kind} only, and KB is {other}", param_hint=f"'{option}'"
+            )

@@ -1,0 +1,45 @@
+"""Argument and option types shared by several commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+# -- shared arguments and options ----------------------------------------------------------
+KbArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="KB",
+        help="Knowledge base: a folder of Markdown entries with source.yaml, "
+        "a .json/.yaml source file, or a snapshot folder written by 'groundwire index'.",
+        show_default=False,
+    ),
+]
+KbOrDocsArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="KB",
+        help="Knowledge base: a folder of Markdown entries with source.yaml, a .json/.yaml "
+        "source file, or a snapshot folder written by 'groundwire index'. Or documents: a "
+        "folder without source.yaml, any other file, or a snapshot written by "
+        "'groundwire ingest'.",
+        show_default=False,
+    ),
+]
+QueryArg = Annotated[
+    str, typer.Argument(metavar="QUERY", help="The question or message to find knowledge for.")
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print JSON instead of readable output.", show_default=False)
+]
+BlockedOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--blocked-domain",
+        metavar="NAME",
+        help="Exclude entries of this domain before ranking (repeatable, case-insensitive).",
+        show_default=False,
+    ),
+]
