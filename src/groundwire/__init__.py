@@ -9,6 +9,7 @@ from groundwire.config import (
     ContextConfig,
     EvidenceSettings,
     GroundingConfig,
+    HybridSettings,
     IndexSettings,
     RetrievalConfig,
     RetryPolicy,
@@ -16,9 +17,21 @@ from groundwire.config import (
     document_settings,
 )
 from groundwire.context import assemble_context, render_evidence
+from groundwire.embed import (
+    CachedEmbedder,
+    Embedder,
+    EmbeddingCache,
+    HashingEmbedder,
+    OnnxEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+    create_embedder,
+    export_onnx,
+)
 from groundwire.errors import (
     CitationError,
     ConfigError,
+    EmbeddingError,
     FetchError,
     GroundwireError,
     IndexFormatError,
@@ -38,6 +51,7 @@ from groundwire.ground import (
 )
 from groundwire.index import KnowledgeBase
 from groundwire.index.cache import BuildResult, SnapshotCache, get_or_build
+from groundwire.index.vectors import VectorIndex
 from groundwire.ingest import (
     Chunker,
     ChunkSpan,
@@ -91,6 +105,7 @@ from groundwire.llm.tools import (
     search_knowledge_base_tool,
 )
 from groundwire.model import (
+    ChannelScore,
     Chunk,
     Citation,
     ContextResult,
@@ -114,6 +129,14 @@ from groundwire.model import (
     ValidationIssue,
 )
 from groundwire.retrieve import RetrievalRequest, Selection, retrieve
+from groundwire.retrieve.hybrid import HybridReport, search_channels
+from groundwire.retrieve.rerank import (
+    CallableReranker,
+    EmbeddingReranker,
+    NoopReranker,
+    RerankCandidate,
+    Reranker,
+)
 from groundwire.text import Analyzer
 
 __version__ = "0.1.0"
@@ -125,7 +148,10 @@ __all__ = [
     "AnthropicProvider",
     "AsyncStreamResult",
     "BuildResult",
+    "CachedEmbedder",
     "CallableProvider",
+    "CallableReranker",
+    "ChannelScore",
     "ChatRequest",
     "Chunk",
     "ChunkSpan",
@@ -144,6 +170,10 @@ __all__ = [
     "CorpusResult",
     "CorpusSource",
     "Document",
+    "Embedder",
+    "EmbeddingCache",
+    "EmbeddingError",
+    "EmbeddingReranker",
     "EvidenceResult",
     "EvidenceSettings",
     "EvidenceSource",
@@ -158,7 +188,10 @@ __all__ = [
     "GroundingOutcome",
     "GroundingStatus",
     "GroundwireError",
+    "HashingEmbedder",
     "Hit",
+    "HybridReport",
+    "HybridSettings",
     "InMemoryConversationMemory",
     "IndexFormatError",
     "IndexSettings",
@@ -171,11 +204,16 @@ __all__ = [
     "LoadedDocument",
     "Message",
     "MissingExtraError",
+    "NoopReranker",
+    "OnnxEmbedder",
+    "OpenAIEmbedder",
     "OpenAIProvider",
     "Provider",
     "ProviderError",
     "ProviderTimeoutError",
     "QueryError",
+    "RerankCandidate",
+    "Reranker",
     "RetrievalConfig",
     "RetrievalRequest",
     "RetrievalResult",
@@ -185,6 +223,7 @@ __all__ = [
     "ScoredEntry",
     "Section",
     "Selection",
+    "SentenceTransformerEmbedder",
     "SkippedSource",
     "SnapshotCache",
     "SourceError",
@@ -199,6 +238,7 @@ __all__ = [
     "ValidationFailedError",
     "ValidationIssue",
     "ValidationReport",
+    "VectorIndex",
     "__version__",
     "agenerate_with_files",
     "arun_tool_loop",
@@ -209,9 +249,11 @@ __all__ = [
     "chunk_text",
     "chunker_for",
     "chunks_to_documents",
+    "create_embedder",
     "create_grounding_engine",
     "create_provider",
     "document_settings",
+    "export_onnx",
     "fetch_url",
     "generate_with_files",
     "get_or_build",
@@ -224,6 +266,7 @@ __all__ = [
     "retrieve",
     "retrieve_evidence",
     "run_tool_loop",
+    "search_channels",
     "search_knowledge_base_tool",
     "validate_citations",
 ]

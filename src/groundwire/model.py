@@ -14,6 +14,7 @@ __all__ = [
     "ENTRY_KINDS",
     "ENTRY_STATUSES",
     "FAILURE_REASONS",
+    "ChannelScore",
     "Chunk",
     "Citation",
     "Confidence",
@@ -360,8 +361,27 @@ class Hit(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelScore:
+    """Where one channel (lexical, dense, phrase) ranked a hit, and what that added.
+
+    ``rank`` counts from 1 in that channel's own list; ``score`` is the channel's raw
+    score (BM25, cosine, phrase boost), ``normalized`` its min-max normalized value in
+    the list, ``contribution`` what fusion added to the hit's fused score.
+    """
+
+    rank: int
+    score: float
+    normalized: float
+    contribution: float
+
+
+@dataclass(frozen=True, slots=True)
 class ScoredEntry:
-    """A candidate of one turn: the entry, its final score and why."""
+    """A candidate of one turn: the entry, its final score and why.
+
+    ``channels`` explains a fused (dense or hybrid) score per channel; it is empty for
+    lexical retrieval, whose ``breakdown`` explains the BM25 score per field and boost.
+    """
 
     entry: KnowledgeEntry
     score: float
@@ -369,6 +389,7 @@ class ScoredEntry:
     exact: bool
     alias: bool
     breakdown: Mapping[str, float]
+    channels: Mapping[str, ChannelScore] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,8 +54,10 @@ class EvalReport:
     index_seconds: float
     queries_per_second: float
     run: Run = field(repr=False, default_factory=dict)
+    #: Extra reported values of dense and hybrid runs (mode, model, embedding times).
+    details: dict[str, float | int | str] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | str]:
         """Exactly the reported keys, as ``groundwire eval --json`` prints them."""
         return {
             **{name: round(self.metrics[name], 6) for name in METRICS},
@@ -63,6 +65,7 @@ class EvalReport:
             "documents": self.documents,
             "index_seconds": round(self.index_seconds, 4),
             "queries_per_second": round(self.queries_per_second, 1),
+            **self.details,
         }
 
 

@@ -17,6 +17,11 @@ composed by :func:`groundwire.ground.evidence.retrieve_evidence`). Its steps, in
    nothing is excluded this reads the precomputed rows; otherwise
    :func:`~groundwire.retrieve.restricted.restricted_scores` recomputes every statistic
    without the excluded chunks: an excluded chunk changes no score and takes no slot.
+   With ``settings.hybrid.mode`` ``"dense"`` or ``"hybrid"`` the dense channel (the
+   question's embedding against the chunks' vectors, over the same allowed chunks) is
+   used alone or fused with BM25 (:mod:`groundwire.retrieve.hybrid`), then optionally
+   reranked; ``min_score`` then applies to the fused (or reranked) score. If the
+   question cannot be embedded, BM25 alone ranks and ``channels.reason`` says why.
 4. **Select** the best ``candidate_limit`` chunks (score descending, then chunk id);
    those scoring below ``min_score`` are dropped.
 5. **Merge**, **cut** and **diversify** them into excerpts (see
@@ -38,10 +43,13 @@ from typing import Any, Final, Literal, get_args
 import numpy as np
 
 from groundwire.config import EvidenceSettings
+from groundwire.embed.base import Embedder
 from groundwire.errors import ConfigError
 from groundwire.index.knowledge_base import KnowledgeBase, check_query
-from groundwire.index.lexical import IntArray, QueryScores
+from groundwire.index.lexical import IntArray, MaskArray, QueryScores
+from groundwire.index.vectors import VectorIndex
 from groundwire.model import EvidenceSource, Excerpt, KnowledgeEntry
+from groundwire.retrieve.channels import ChannelList
 from groundwire.retrieve.excerpts import (
     Hits,
     Piece,
@@ -51,6 +59,14 @@ from groundwire.retrieve.excerpts import (
     source_id_of,
     term_hits,
     to_piece,
+)
+from groundwire.retrieve.hybrid import (
+    HybridReport,
+    check_vectors,
+    embed_query,
+    entry_text,
+    rank_channels,
+    rerank_head,
 )
 from groundwire.retrieve.restricted import restricted_scores
 
@@ -83,6 +99,7 @@ class EvidenceSelection:
     ``candidates_truncated`` says more matched than ``candidate_limit`` considered.
     ``denied_sources`` counts sources the authorizer did not allow;
     ``authorization_errors`` names those it failed on (raised, or returned a non-bool).
+    ``channels`` reports dense/hybrid ranking and reranking (None for plain BM25).
     """
 
     question: str
@@ -94,6 +111,7 @@ class EvidenceSelection:
     denied_sources: int
     authorization_errors: tuple[str, ...]
     settings: EvidenceSettings
+    channels: HybridReport | None = None
 
 
 # --- sources -----------------------------------------------------------------------------------
@@ -204,12 +222,17 @@ def select_evidence(
     *,
     principal: object = None,
     authorize: Authorizer | None = None,
+    vectors: VectorIndex | None = None,
+    embedder: Embedder | None = None,
+    query_vector: object = None,
 ) -> EvidenceSelection:
     """Authorized, ranked, merged and diversified candidate excerpts for ``question``.
 
     ``kb`` holds chunks (``KnowledgeBase.from_documents(chunks_to_documents(chunks))``).
     ``authorize(principal, source) -> bool`` is called once per source before ranking
-    (pass both or neither). Raises :class:`ConfigError` for a bad argument and
+    (pass both or neither). Dense and hybrid modes (``settings.hybrid``) need ``vectors``
+    of ``kb`` and the ``embedder`` that built them (or a ``query_vector``). Raises
+    :class:`ConfigError` for a bad argument and
     :class:`QueryError` for a bad question; finding nothing is a selection with a
     reason, not an error. The steps and their order rules are in the module docstring.
     """
@@ -234,6 +257,13 @@ def select_evidence(
         scores = QueryScores(kb.lexical.doc_count, restricted_scores(kb.lexical, terms, allowed))
     matched = int(scores.matched()[0].shape[0])
     docs, values = scores.top(settings.candidate_limit)
+    ranked = [(int(d), float(v)) for d, v in zip(docs.tolist(), values.tolist(), strict=True)]
+    truncated = matched > docs.shape[0]
+    report: HybridReport | None = None
+    if settings.hybrid.mode != "lexical" or settings.hybrid.reranker is not None:
+        ranked, matched, truncated, report = _channels(
+            kb, question, scores, allowed, settings, vectors, embedder, query_vector, ranked
+        )
 
     def selection(
         reason: SelectionReason | None, excerpts: Sequence[Excerpt] = ()
@@ -243,20 +273,17 @@ def select_evidence(
             reason=reason,
             excerpts=tuple(excerpts),
             candidate_count=matched,
-            candidates_truncated=matched > docs.shape[0],
+            candidates_truncated=truncated,
             authorized_sources=len(sources.sources) - len(denied),
             denied_sources=len(denied),
             authorization_errors=tuple(errors),
             settings=settings,
+            channels=report,
         )
 
     if matched == 0:
         return selection("no-match")
-    qualified = [
-        (int(doc), float(score))
-        for doc, score in zip(docs.tolist(), values.tolist(), strict=True)
-        if score >= settings.min_score
-    ]
+    qualified = [(doc, score) for doc, score in ranked if score >= settings.min_score]
     if not qualified:
         return selection("below-min-score")
     by_source: dict[int, list[Piece]] = {}
@@ -278,3 +305,63 @@ def select_evidence(
         for piece in merge_pieces(pieces)
     )
     return selection(None, ordered)
+
+
+def _channels(
+    kb: KnowledgeBase,
+    question: str,
+    scores: QueryScores,
+    allowed: MaskArray,
+    settings: EvidenceSettings,
+    vectors: VectorIndex | None,
+    embedder: Embedder | None,
+    query_vector: object,
+    ranked: list[tuple[int, float]],
+) -> tuple[list[tuple[int, float]], int, bool, HybridReport]:
+    """Step 3 by channels: dense alone or fused with BM25, then reranked.
+
+    Returns the ranked (position, score) pairs (at most ``candidate_limit``), how many
+    allowed chunks matched, whether more matched than were kept, and the report.
+    """
+    hybrid = settings.hybrid
+    limit = settings.candidate_limit
+    matched = int(scores.matched()[0].shape[0])
+    truncated = matched > len(ranked)
+    used, reason, embed_ms = "lexical", None, 0.0
+    sizes: dict[str, int] = {}
+    index: VectorIndex | None = None
+    vector = None
+    if hybrid.mode != "lexical":
+        index = check_vectors(kb, vectors)
+        embedded = embed_query(question, embedder, index, query_vector)
+        vector, reason, embed_ms = embedded.vector, embedded.reason, embedded.milliseconds
+        if vector is not None:
+            used = hybrid.mode
+            docs, values = scores.top(max(hybrid.channel_depth, limit))
+            lexical = ChannelList("lexical", tuple(docs.tolist()), tuple(values.tolist()))
+            hits, sizes = rank_channels(index, vector, allowed, hybrid, [lexical], limit)
+            ranked = [(hit.doc, hit.score) for hit in hits]
+            union = {*(docs.tolist() if hybrid.mode == "hybrid" else ()), *(h.doc for h in hits)}
+            matched = max(len(union), len(ranked))
+            truncated = matched > len(ranked)
+    rerank = None
+    if hybrid.reranker is not None and ranked:
+        order, new, rerank = rerank_head(
+            hybrid.reranker,
+            question,
+            [doc for doc, _ in ranked],
+            [score for _, score in ranked],
+            hybrid,
+            text_of=entry_text(kb),
+            ids_of=lambda doc: kb.entry(doc).id,
+            vectors=index,
+            query_vector=vector,
+        )
+        ranked = [(ranked[n][0], score) for n, score in zip(order, new, strict=True)]
+    fusion = hybrid.fusion if used == "hybrid" else None
+    return (
+        ranked,
+        matched,
+        truncated,
+        HybridReport(hybrid.mode, used, fusion, reason, embed_ms, sizes, rerank),
+    )

@@ -10,6 +10,12 @@ G. score = BM25 + exact boost + alias boost, sorted by score then id;
 H. cap at ``candidate_limit``; the first ``result_limit`` are the primary selection;
 I. expand primary entries along related/parent links (re-authorized, no duplicates);
 J. classify confidence.
+
+With ``mode="dense"`` or ``"hybrid"`` (:class:`~groundwire.config.HybridSettings`, per
+call or in ``RetrievalConfig.hybrid``) stages E–G rank by channels instead: the BM25,
+phrase and dense lists of eligible entries, fused (:mod:`groundwire.retrieve.hybrid`),
+then optionally reranked; the query alone (not the recent turns) is embedded. The
+default, ``"lexical"``, is exactly the ranking above.
 """
 
 from __future__ import annotations
@@ -17,12 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from groundwire.config import RetrievalConfig
+from groundwire.config import HybridSettings, RetrievalConfig
+from groundwire.embed.base import Embedder
 from groundwire.errors import QueryError
 from groundwire.index.knowledge_base import KnowledgeBase, check_query
 from groundwire.index.lexical import MaskArray
+from groundwire.index.vectors import VectorIndex
 from groundwire.model import Confidence, KnowledgeEntry, Scope, ScoredEntry, Turn
 from groundwire.retrieve.confidence import classify_confidence
+from groundwire.retrieve.hybrid import HybridReport, channel_candidates
 
 __all__ = ["RetrievalRequest", "Selection", "lexical_segments", "lexical_text", "retrieve"]
 
@@ -38,12 +47,16 @@ class RetrievalRequest:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The primary entries (ranked), the relationship-expanded entries and confidence."""
+    """The primary entries (ranked), the relationship-expanded entries and confidence.
+
+    ``channels`` reports dense/hybrid ranking and reranking (None for plain lexical).
+    """
 
     primary: tuple[ScoredEntry, ...]
     expanded: tuple[KnowledgeEntry, ...]
     candidate_count: int
     confidence: Confidence
+    channels: HybridReport | None = None
 
 
 def lexical_segments(query: str, turns: Sequence[Turn], config: RetrievalConfig) -> list[str]:
@@ -73,14 +86,56 @@ def retrieve(
     config: RetrievalConfig,
     blocked_domains: Iterable[str] = (),
     allow: Callable[[KnowledgeEntry], bool] | None = None,
+    *,
+    vectors: VectorIndex | None = None,
+    embedder: Embedder | None = None,
+    query_vector: object = None,
+    hybrid: HybridSettings | None = None,
 ) -> Selection:
-    """Select, rank and expand the entries one turn needs (stages A–J above)."""
+    """Select, rank and expand the entries one turn needs (stages A–J above).
+
+    ``hybrid`` overrides ``config.hybrid`` for this call; dense and hybrid modes need
+    ``vectors`` (a :class:`VectorIndex` of ``kb``) and the ``embedder`` that built them
+    (or a ``query_vector``).
+    """
     _check_request(request, config)
+    settings = config.hybrid if hybrid is None else hybrid
     analyzer = kb.analyzer
     query_terms = analyzer.tokens(request.query)  # A
     segments = lexical_segments(request.query, request.recent_turns, config)  # C
     lexical_ids = kb.query_ids([analyzer.tokens(segment) for segment in segments])
     mask = kb.eligibility(request.scope, blocked_domains, allow)  # D
+    report: HybridReport | None = None
+    if settings.mode != "lexical" or settings.reranker is not None:  # E-G by channels
+        candidates, report = channel_candidates(
+            kb,
+            request.query,
+            query_terms,
+            lexical_ids,
+            mask,
+            config,
+            settings,
+            lexical=lambda: _lexical_candidates(kb, query_terms, lexical_ids, mask, config),
+            vectors=vectors,
+            embedder=embedder,
+            query_vector=query_vector,
+        )
+    else:
+        candidates = _lexical_candidates(kb, query_terms, lexical_ids, mask, config)
+    primary = tuple(candidates[: config.result_limit])
+    expanded = _expand(kb, primary, mask, config.relation_limit)  # I
+    confidence = classify_confidence(candidates)  # J
+    return Selection(primary, expanded, len(candidates), confidence, report)
+
+
+def _lexical_candidates(
+    kb: KnowledgeBase,
+    query_terms: Sequence[str],
+    lexical_ids: Sequence[int],
+    mask: MaskArray,
+    config: RetrievalConfig,
+) -> list[ScoredEntry]:
+    """Stages B and E–H: BM25 plus phrase boosts, capped at ``candidate_limit``."""
     ranking = kb.rank(  # B, E, F, G
         lexical_ids,
         query_terms,
@@ -90,7 +145,7 @@ def retrieve(
         exact_boost=config.exact_boost,
         alias_boost=config.alias_boost,
     )
-    candidates = [
+    return [
         ScoredEntry(
             entry=kb.entry(item.doc),
             score=item.score,
@@ -106,9 +161,6 @@ def retrieve(
         )
         for item in ranking.items()
     ]
-    primary = tuple(candidates[: config.result_limit])
-    expanded = _expand(kb, primary, mask, config.relation_limit)  # I
-    return Selection(primary, expanded, len(candidates), classify_confidence(candidates))  # J
 
 
 def _expand(

@@ -1,0 +1,362 @@
+"""Dense vectors of a knowledge base's entries or chunks, and exact search over them.
+
+A :class:`VectorIndex` holds one unit-length vector per entry, in the knowledge base's
+position order (entry id, code point), with the model id and dimensions that made them.
+It is built from a :class:`~groundwire.index.knowledge_base.KnowledgeBase` by
+:meth:`VectorIndex.build` and attached to retrieval by passing it along with the
+knowledge base (it checks that both hold the same ids in the same order).
+
+**What is embedded** (:func:`embedding_text`): a document or chunk embeds its title
+(document title and heading trail) and its text, on two lines; a curated entry its
+title, summary and body. Aliases and keywords are left to the lexical and phrase
+channels: they are lookup phrases, not prose.
+
+**Storage**: ``float32`` (exact), ``float16`` (half the memory) or ``int8`` (a quarter;
+each row scaled by its largest magnitude / 127). Scores are always computed in float32;
+the quality of each type against float32 is measured in docs/HYBRID.md.
+
+**Search** (:meth:`VectorIndex.search`): cosine similarity (the dot product of unit
+vectors) over the positions a mask allows, applied *before* top-k, so an ineligible
+entry never takes a slot; entries whose text embedded to the zero vector (no text) are
+never returned. Ties break on position (entry id). Above a size threshold an attached
+ANN index answers instead (:mod:`groundwire.index.ann`).
+
+The vectors are kept apart from the snapshot format for now: :meth:`save` writes one
+file (magic, a JSON header with model id, dimensions, type, ids and a SHA-256 of the
+matrix, then the matrix) atomically, and :meth:`load` memory-maps it back. The layout
+(matrix ``[n, dimensions]`` + model id + dimensions) is the one the snapshot's optional
+``vectors`` section will hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.config import DEFAULT_ANN_THRESHOLD, VECTOR_DTYPES
+from groundwire.embed.base import Embedder, Matrix, check_embedder, first_row, normalize_rows
+from groundwire.errors import ConfigError, IndexFormatError, KnowledgeIndexError, QueryError
+from groundwire.model import KnowledgeEntry
+
+if TYPE_CHECKING:
+    from groundwire.index.knowledge_base import KnowledgeBase
+
+__all__ = ["AnnSearcher", "VectorDtype", "VectorIndex", "embedding_text"]
+
+VectorDtype = Literal["float32", "float16", "int8"]
+MaskArray = npt.NDArray[np.bool_]
+_MAGIC = b"GWVECTORS\x00v1\n"
+_ALIGN = 64
+#: Rows scored per block when the stored type must be widened to float32 first.
+_BLOCK = 16_384
+
+
+def embedding_text(entry: KnowledgeEntry) -> str:
+    """The text embedded for an entry (see the module docstring)."""
+    parts = (entry.title, entry.summary, entry.body) if entry.summary else (entry.title, entry.body)
+    return "\n".join(part for part in parts if part)
+
+
+class AnnSearcher(Protocol):
+    """An approximate nearest-neighbour index over a :class:`VectorIndex`'s rows."""
+
+    def search(
+        self, query: Matrix, k: int, allowed: MaskArray | None
+    ) -> tuple[list[int], list[float]]:
+        """Up to ``k`` (position, cosine) pairs among ``allowed`` positions, best first."""
+        ...
+
+
+def _quantize(matrix: Matrix, dtype: VectorDtype) -> tuple[np.ndarray, Matrix | None]:
+    if dtype == "float32":
+        return np.ascontiguousarray(matrix, dtype=np.float32), None
+    if dtype == "float16":
+        return np.ascontiguousarray(matrix, dtype=np.float16), None
+    peak = np.abs(matrix).max(axis=1).astype(np.float32)
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    quantized = np.clip(np.rint(matrix / scale[:, None]), -127, 127).astype(np.int8)
+    return quantized, scale
+
+
+def _top(docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+    """The ``k`` best (position, score) pairs: score descending, then position."""
+    if docs.shape[0] > k:
+        cut = np.argpartition(-scores, k - 1)[:k]
+        threshold = scores[cut].min()
+        # Keep every tie of the k-th score, so the position tie-break is exact.
+        keep = np.flatnonzero(scores >= threshold)
+        docs, scores = docs[keep], scores[keep]
+    order = np.lexsort((docs, -scores))[:k]
+    return docs[order].tolist(), scores[order].astype(np.float64).tolist()
+
+
+class VectorIndex:
+    """Unit-length vectors of a knowledge base's entries, searchable exactly (see module)."""
+
+    __slots__ = ("_ann", "_matrix", "_nonzero", "_scale", "dimensions", "dtype", "ids", "model_id")
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        vectors: Matrix,
+        model_id: str,
+        *,
+        dtype: VectorDtype = "float32",
+    ) -> None:
+        """Vectors (one row per id, in the knowledge base's position order)."""
+        if dtype not in VECTOR_DTYPES:
+            raise ConfigError(f"dtype={dtype!r} is invalid: expected one of {VECTOR_DTYPES}")
+        matrix = np.asarray(vectors)
+        if matrix.ndim != 2 or matrix.shape[0] != len(ids):
+            raise ConfigError(f"vectors of shape {tuple(matrix.shape)} do not match {len(ids)} ids")
+        if not isinstance(model_id, str) or not model_id:
+            raise ConfigError("model_id must be a non-empty string (the embedder's model_id)")
+        self.ids = tuple(ids)
+        self.model_id = model_id
+        self.dimensions = int(matrix.shape[1])
+        self.dtype: VectorDtype = dtype
+        if matrix.dtype in (np.int8, np.float16) and matrix.dtype.name == dtype:
+            raise ConfigError("pass float32 vectors; the index quantizes them itself")
+        unit = normalize_rows(matrix.astype(np.float32, copy=False))
+        self._matrix, self._scale = _quantize(unit, dtype)
+        self._nonzero: MaskArray = np.abs(unit).sum(axis=1) > 0
+        self._ann: AnnSearcher | None = None
+
+    # -- building ---------------------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        kb: KnowledgeBase,
+        embedder: Embedder,
+        *,
+        dtype: VectorDtype = "float32",
+        text: Callable[[KnowledgeEntry], str] = embedding_text,
+    ) -> VectorIndex:
+        """Embed every entry of ``kb`` (``text(entry)``, default :func:`embedding_text`).
+
+        Wrap ``embedder`` in a :class:`~groundwire.embed.cache.CachedEmbedder` so a
+        rebuild embeds only entries whose text changed.
+        """
+        check_embedder(embedder)
+        entries = list(kb)
+        matrix = embedder.embed_documents([text(entry) for entry in entries])
+        if len(entries) == 0:
+            matrix = np.zeros((0, embedder.dimensions), dtype=np.float32)
+        return cls([entry.id for entry in entries], matrix, embedder.model_id, dtype=dtype)
+
+    def with_ann(self, ann: AnnSearcher | None) -> VectorIndex:
+        """A copy of this index (sharing its arrays) that ``ann`` answers large searches for."""
+        copy = VectorIndex.__new__(VectorIndex)
+        for name in VectorIndex.__slots__:
+            setattr(copy, name, getattr(self, name))
+        copy._ann = ann
+        return copy
+
+    @property
+    def ann(self) -> AnnSearcher | None:
+        """The attached ANN index, if any."""
+        return self._ann
+
+    # -- inspection -------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored matrix (and int8 scales)."""
+        return int(self._matrix.nbytes + (0 if self._scale is None else self._scale.nbytes))
+
+    def matrix(self) -> Matrix:
+        """Every vector as float32 ``[n, dimensions]`` (widened from the stored type)."""
+        return self._rows(np.arange(len(self.ids)))
+
+    def vector(self, doc: int) -> Matrix:
+        """The float32 vector at position ``doc``."""
+        return first_row(self._rows(np.array([doc])))
+
+    def _rows(self, docs: np.ndarray) -> Matrix:
+        rows = np.asarray(self._matrix[docs], dtype=np.float32)
+        if self._scale is not None:
+            rows = rows * self._scale[docs][:, None]
+        return rows
+
+    def matches(self, kb: KnowledgeBase) -> bool:
+        """Whether ``kb`` holds exactly this index's ids, in the same order."""
+        return len(kb) == len(self.ids) and all(
+            kb.entry(n).id == entry_id for n, entry_id in enumerate(self.ids)
+        )
+
+    def check_query(self, vector: object, model_id: str | None = None) -> Matrix:
+        """A query vector as float32 ``[dimensions]``; errors name the mismatch and fix."""
+        if model_id is not None and model_id != self.model_id:
+            raise QueryError(
+                f"the query was embedded with {model_id!r} but the vectors with "
+                f"{self.model_id!r}; use the same model for both"
+            )
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if query.shape[0] != self.dimensions:
+            raise QueryError(
+                f"the query vector has {query.shape[0]} dimensions, the index "
+                f"{self.dimensions}; embed the query with the index's model ({self.model_id})"
+            )
+        if not np.isfinite(query).all():
+            raise QueryError("the query vector holds NaN or infinite values")
+        return query
+
+    # -- search -----------------------------------------------------------------------------
+    def scores(self, query: Matrix, docs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+        """Cosine of ``query`` with the rows ``docs`` (all rows when None), float32."""
+        rows = np.arange(len(self.ids)) if docs is None else np.asarray(docs, dtype=np.int64)
+        if self.dtype == "float32":
+            matrix = self._matrix if docs is None else self._matrix[rows]
+            return np.asarray(matrix @ query, dtype=np.float32)
+        out = np.empty(rows.shape[0], dtype=np.float32)
+        for start in range(0, rows.shape[0], _BLOCK):
+            part = rows[start : start + _BLOCK]
+            out[start : start + part.shape[0]] = self._rows(part) @ query
+        return out
+
+    def search(
+        self, query: Matrix, k: int, mask: MaskArray | None = None, *, exact: bool = False
+    ) -> tuple[list[int], list[float]]:
+        """Up to ``k`` (positions, cosines) allowed by ``mask``, best first, ties by position.
+
+        ``mask`` (from ``KnowledgeBase.eligibility``) is applied before top-k. With an ANN
+        index attached and more than the ANN threshold of vectors, the ANN index answers
+        unless ``exact``.
+        """
+        n = len(self.ids)
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise QueryError(f"k={k!r} is invalid: expected an integer >= 1")
+        if mask is not None and (mask.dtype != np.bool_ or mask.shape != (n,)):
+            raise QueryError(f"mask must be a boolean array of {n} values (one per entry)")
+        allowed = self._nonzero if mask is None else mask & self._nonzero
+        if self._ann is not None and not exact and n > DEFAULT_ANN_THRESHOLD:
+            return self._ann.search(query, k, None if mask is None else allowed)
+        if mask is None and bool(allowed.all()):
+            docs = np.arange(n)
+            return _top(docs, self.scores(query), k)
+        docs = np.flatnonzero(allowed)
+        if docs.shape[0] == 0:
+            return [], []
+        if docs.shape[0] * 2 < n:  # few allowed: score only those rows
+            return _top(docs, self.scores(query, docs), k)
+        scores = self.scores(query)
+        return _top(docs, scores[docs], k)
+
+    # -- files ------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the index to one file, atomically (a failed write keeps the old file)."""
+        target = Path(path)
+        payload = np.ascontiguousarray(self._matrix).tobytes()
+        scale = b"" if self._scale is None else self._scale.astype("<f4").tobytes()
+        header = {
+            "model_id": self.model_id,
+            "dimensions": self.dimensions,
+            "dtype": self.dtype,
+            "count": len(self.ids),
+            "ids": list(self.ids),
+            "sha256": hashlib.sha256(payload + scale).hexdigest(),
+        }
+        encoded = json.dumps(header, ensure_ascii=False).encode("utf-8")
+        head = _MAGIC + len(encoded).to_bytes(8, "little") + encoded
+        head += b"\x00" * (-len(head) % _ALIGN)
+        if target.is_dir():
+            raise IndexFormatError(f"{target}: is a folder; vectors are saved to one file")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(head)
+                handle.write(payload)
+                handle.write(scale)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, target)
+        except OSError as exc:
+            Path(temp).unlink(missing_ok=True)
+            raise IndexFormatError(
+                f"{target}: cannot write vectors ({exc.strerror or exc})"
+            ) from exc
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, verify: bool = True) -> VectorIndex:
+        """Open a file written by :meth:`save`, the matrix memory-mapped.
+
+        ``verify`` checks the matrix's SHA-256. Raises :class:`IndexFormatError` for a
+        missing, truncated, tampered or foreign file.
+        """
+        source = Path(path)
+        where = f"{source}: "
+        try:
+            with source.open("rb") as handle:
+                magic = handle.read(len(_MAGIC))
+                if magic != _MAGIC:
+                    raise IndexFormatError(where + "not a groundwire vectors file; rebuild it")
+                length = int.from_bytes(handle.read(8), "little")
+                if not 0 < length < 1 << 31:
+                    raise IndexFormatError(where + "corrupt header length; rebuild it")
+                header: dict[str, Any] = json.loads(handle.read(length).decode("utf-8"))
+            size = source.stat().st_size
+        except OSError as exc:
+            raise IndexFormatError(where + f"cannot read ({exc.strerror or exc})") from exc
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise IndexFormatError(where + "corrupt header; rebuild the vectors") from exc
+        try:
+            count, dims, dtype = int(header["count"]), int(header["dimensions"]), header["dtype"]
+            ids, model_id, digest = list(header["ids"]), str(header["model_id"]), header["sha256"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IndexFormatError(where + "header misses fields; rebuild the vectors") from exc
+        if dtype not in VECTOR_DTYPES or len(ids) != count:
+            raise IndexFormatError(where + "header is inconsistent; rebuild the vectors")
+        offset = len(_MAGIC) + 8 + length
+        offset += -offset % _ALIGN
+        item = np.dtype(dtype).itemsize
+        body = count * dims * item
+        scale_bytes = 4 * count if dtype == "int8" else 0
+        if size != offset + body + scale_bytes:
+            raise IndexFormatError(where + "truncated or padded; rebuild the vectors")
+        matrix: np.ndarray = np.zeros((0, dims), dtype=dtype)
+        if count:
+            matrix = np.memmap(source, dtype=dtype, mode="r", offset=offset, shape=(count, dims))
+        scale = None
+        if scale_bytes:
+            scale = np.array(
+                np.memmap(source, dtype="<f4", mode="r", offset=offset + body, shape=(count,))
+            )
+        if verify:
+            actual = hashlib.sha256(np.asarray(matrix).tobytes())
+            if scale is not None:
+                actual.update(scale.tobytes())
+            if actual.hexdigest() != digest:
+                raise IndexFormatError(where + "checksum mismatch (changed or damaged); rebuild")
+        index = cls.__new__(cls)
+        index.ids, index.model_id, index.dimensions, index.dtype = tuple(ids), model_id, dims, dtype
+        index._matrix, index._scale, index._ann = matrix, scale, None
+        index._nonzero = (
+            np.abs(index._rows(np.arange(count))).sum(axis=1) > 0
+            if count
+            else (np.zeros(0, dtype=bool))
+        )
+        return index
+
+    def check_for(self, kb: KnowledgeBase) -> VectorIndex:
+        """This index if it matches ``kb``, else a :class:`KnowledgeIndexError` with the fix."""
+        if not self.matches(kb):
+            raise KnowledgeIndexError(
+                f"these vectors ({len(self.ids)} ids, {self.model_id}) were built for another "
+                f"knowledge base than this one ({len(kb)} entries); rebuild them with "
+                "VectorIndex.build(kb, embedder)"
+            )
+        return self
