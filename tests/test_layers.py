@@ -2,7 +2,7 @@
 
 The order, lowest first::
 
-    model < config < errors < text < ingest < index < retrieve < context < ground
+    model < config < errors < text < embed < ingest < index < retrieve < context < ground
           < eval < interfaces (cli, server, mcp) and groundwire/__init__.py
 
 A module may import its own layer and any lower one. ``eval`` is an interface but
@@ -30,6 +30,7 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("errors",),  # below config: every layer, config included, raises these
     ("config",),
     ("text",),
+    ("embed",),  # embedders and their cache: below the index that stores vectors
     ("ingest",),
     ("index",),
     ("retrieve",),

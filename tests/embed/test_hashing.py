@@ -23,7 +23,9 @@ def _reference(text: str, d: int = 128) -> list[float]:
         code = int.from_bytes(text.encode("utf-16-le")[unit : unit + 2], "little")
         chars[code % d] += 1
     words = [0.0] * d
-    cleaned = "".join(c for c in text.lower() if c in "abcdefghijklmnopqrstuvwxyz0123456789" or c.isspace())
+    cleaned = "".join(
+        c for c in text.lower() if c in "abcdefghijklmnopqrstuvwxyz0123456789" or c.isspace()
+    )
     for word in cleaned.split():
         if len(word) > 1:
             h = 2166136261
@@ -44,13 +46,15 @@ def test_fnv1a_known_values() -> None:
 def test_matches_the_recipe_and_is_unit_length() -> None:
     embedder = HashingEmbedder()
     vectors = embedder.embed_documents(TEXTS)
-    assert vectors.dtype == np.float32 and vectors.shape == (4, 128)
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (4, 128)
     for text, vector in zip(TEXTS, vectors, strict=True):
         np.testing.assert_array_equal(vector, np.array(_reference(text), dtype=np.float32))
     norms = np.linalg.norm(vectors, axis=1)
     np.testing.assert_allclose(norms[[0, 1, 3]], 1.0, atol=1e-6)
     assert norms[2] == 0.0  # the empty text
-    assert embedder.model_id == "hashing-fnv1a-128" and embedder.location == "local"
+    assert embedder.model_id == "hashing-fnv1a-128"
+    assert embedder.location == "local"
     np.testing.assert_array_equal(embedder.embed_query(TEXTS[0]), vectors[0])
 
 

@@ -14,7 +14,9 @@ EmbeddingsServer = Any  # the fixture's server (tests/embed/conftest.py)
 
 
 def _policy(delays: list[float], attempts: int = 6) -> RetryPolicy:
-    return RetryPolicy(attempts=attempts, initial_s=2.0, max_s=60.0, jitter=0.0, sleep=delays.append)
+    return RetryPolicy(
+        attempts=attempts, initial_s=2.0, max_s=60.0, jitter=0.0, sleep=delays.append
+    )
 
 
 def test_remote_needs_explicit_consent() -> None:
@@ -37,7 +39,8 @@ def test_wire_format_batching_order_and_normalization(embeddings_server: Embeddi
     texts = ["rotate an api key", "", "webhook retries", "billing refunds", "sso login"]
     vectors = embedder.embed_documents(texts)
     assert embedder.location == "remote"
-    assert vectors.dtype == np.float32 and vectors.shape == (5, 32)
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (5, 32)
     expected = HashingEmbedder(32).embed_documents(texts)
     np.testing.assert_allclose(vectors, expected, atol=1e-6)  # sorted by index, normalized
     assert not vectors[1].any()  # an empty text is not sent; its vector is zero
@@ -108,8 +111,10 @@ def test_client_errors_fail_at_once_with_a_hint(embeddings_server: EmbeddingsSer
     ("body", "match"),
     [
         ({"nothing": []}, "not an embeddings list"),
-        ({"data": [{"index": 0, "embedding": [0.1, 0.2]}, {"index": 5, "embedding": [1, 2]}]},
-         "returned indexes"),
+        (
+            {"data": [{"index": 0, "embedding": [0.1, 0.2]}, {"index": 5, "embedding": [1, 2]}]},
+            "returned indexes",
+        ),
         ({"data": [{"index": 0, "embedding": [float("nan")] * 32}]}, "NaN"),
         (b"<html>gateway</html>", "not an embeddings list"),
     ],

@@ -7,6 +7,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from groundwire.config import DEFAULT_MAX_QUERY_CHARS, IndexSettings, document_settings
 from groundwire.eval.datasets import EvalDataset
@@ -57,7 +58,7 @@ class EvalReport:
     #: Extra reported values of dense and hybrid runs (mode, model, embedding times).
     details: dict[str, float | int | str] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, float | int | str]:
+    def as_dict(self) -> dict[str, Any]:
         """Exactly the reported keys, as ``groundwire eval --json`` prints them."""
         return {
             **{name: round(self.metrics[name], 6) for name in METRICS},

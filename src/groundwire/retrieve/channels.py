@@ -14,9 +14,12 @@ per-channel breakdown:
 * ``rrf`` (reciprocal rank fusion, Cormack et al. 2009): a hit's score is the sum over
   the channels that returned it of ``weight / (k + rank)``, rank counted from 1; only
   ranks matter, so channels with incomparable scores (BM25, cosine) combine safely.
-* ``weighted``: the sum of ``weight x normalized score``, where each channel's scores are
-  min-max normalized over the list it returned (best 1, worst 0; a list whose scores are
-  all equal maps to 1); a channel that did not return a hit adds 0.
+* ``weighted`` (the default): the sum of ``weight x normalized score`` over the union of
+  the channels' lists. Every hit of the union gets every channel's score (BM25 and
+  cosine are computed for hits the channel did not return; a phrase channel scores 0
+  for entries no phrase names), and each channel's scores are min-max normalized over
+  the union (best 1, worst 0; all equal maps to 1). Chosen on CACM and the handbook,
+  where it beat RRF and list-only normalization (docs/HYBRID.md).
 
 Weights: the lexical channel ``1 - dense_weight``, the dense channel ``dense_weight``,
 the phrase channel ``phrase_weight``. Ties break on position (entry id, code point).
@@ -24,7 +27,7 @@ the phrase channel ``phrase_weight``. Ties break on position (entry id, code poi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from groundwire.config import HybridSettings
@@ -38,6 +41,7 @@ __all__ = [
     "CHANNELS",
     "ChannelList",
     "FusedHit",
+    "Scorer",
     "channel_weights",
     "dense_channel",
     "fuse",
@@ -122,6 +126,10 @@ def channel_weights(settings: HybridSettings) -> dict[str, float]:
     return {"lexical": 1.0 - dense, "dense": dense, "phrase": float(settings.phrase_weight)}
 
 
+#: Scores a channel gives any positions (for fusion to complete the union's scores).
+Scorer = Callable[[list[int]], list[float]]
+
+
 def _normalized(scores: Sequence[float]) -> list[float]:
     if not scores:
         return []
@@ -132,23 +140,44 @@ def _normalized(scores: Sequence[float]) -> list[float]:
 
 
 def fuse(
-    lists: Sequence[ChannelList], settings: HybridSettings, limit: int | None = None
+    lists: Sequence[ChannelList],
+    settings: HybridSettings,
+    limit: int | None = None,
+    scorers: Mapping[str, Scorer] | None = None,
 ) -> list[FusedHit]:
-    """The channels' lists fused as ``settings.fusion`` says, best first, up to ``limit``."""
+    """The channels' lists fused as ``settings.fusion`` says, best first, up to ``limit``.
+
+    For ``weighted`` fusion, ``scorers`` give a channel's score for union positions it
+    did not return (rank 0 in the breakdown); without one such positions score 0.
+    """
     weights = channel_weights(settings)
-    rrf = settings.fusion == "rrf"
     parts: dict[int, dict[str, ChannelScore]] = {}
     totals: dict[int, float] = {}
-    for channel in lists:
-        weight = weights.get(channel.name, 1.0)
-        normalized = _normalized(channel.scores)
-        for rank, (doc, score, norm) in enumerate(
-            zip(channel.docs, channel.scores, normalized, strict=True), 1
-        ):
-            added = weight / (settings.rrf_k + rank) if rrf else weight * norm
-            parts.setdefault(doc, {})[channel.name] = ChannelScore(rank, score, norm, added)
-            totals[doc] = totals.get(doc, 0.0) + added
+    if settings.fusion == "rrf":
+        for channel in lists:
+            weight = weights.get(channel.name, 1.0)
+            for rank, (doc, score) in enumerate(zip(channel.docs, channel.scores, strict=True), 1):
+                added = weight / (settings.rrf_k + rank)
+                parts.setdefault(doc, {})[channel.name] = ChannelScore(rank, score, 0.0, added)
+                totals[doc] = totals.get(doc, 0.0) + added
+    else:
+        union = sorted({doc for channel in lists for doc in channel.docs})
+        for channel in lists:
+            weight = weights.get(channel.name, 1.0)
+            ranks = {doc: rank for rank, doc in enumerate(channel.docs, 1)}
+            known = dict(zip(channel.docs, channel.scores, strict=True))
+            missing = [doc for doc in union if doc not in known]
+            scorer = (scorers or {}).get(channel.name)
+            filled = scorer(missing) if scorer is not None and missing else [0.0] * len(missing)
+            known.update(zip(missing, filled, strict=True))
+            values = [known[doc] for doc in union]
+            for doc, score, norm in zip(union, values, _normalized(values), strict=True):
+                added = weight * norm
+                if doc in ranks or score != 0.0:
+                    entry = ChannelScore(ranks.get(doc, 0), score, norm, added)
+                    parts.setdefault(doc, {})[channel.name] = entry
+                totals[doc] = totals.get(doc, 0.0) + added
     order = sorted(totals, key=lambda doc: (-totals[doc], doc))
     if limit is not None:
         order = order[:limit]
-    return [FusedHit(doc, totals[doc], parts[doc]) for doc in order]
+    return [FusedHit(doc, totals[doc], parts.get(doc, {})) for doc in order]

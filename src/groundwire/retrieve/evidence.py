@@ -339,7 +339,15 @@ def _channels(
             used = hybrid.mode
             docs, values = scores.top(max(hybrid.channel_depth, limit))
             lexical = ChannelList("lexical", tuple(docs.tolist()), tuple(values.tolist()))
-            hits, sizes = rank_channels(index, vector, allowed, hybrid, [lexical], limit)
+            hits, sizes = rank_channels(
+                index,
+                vector,
+                allowed,
+                hybrid,
+                [lexical],
+                limit,
+                lambda positions: [scores.score_of(doc) for doc in positions],
+            )
             ranked = [(hit.doc, hit.score) for hit in hits]
             union = {*(docs.tolist() if hybrid.mode == "hybrid" else ()), *(h.doc for h in hits)}
             matched = max(len(union), len(ranked))

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from groundwire.config import (
     DEFAULT_ALIAS_BOOST,
     DEFAULT_EXACT_BOOST,
@@ -33,6 +35,7 @@ from groundwire.model import ScoredEntry
 from groundwire.retrieve.channels import (
     ChannelList,
     FusedHit,
+    Scorer,
     dense_channel,
     fuse,
     lexical_channel,
@@ -159,14 +162,25 @@ def rank_channels(
     settings: HybridSettings,
     lexical: Sequence[ChannelList],
     limit: int,
+    lexical_scorer: Scorer | None = None,
 ) -> tuple[list[FusedHit], dict[str, int]]:
     """Fuse the channels of ``settings.mode``: dense alone, or ``lexical`` lists + dense.
 
-    Returns the fused hits (best first, up to ``limit``) and each channel's list size.
+    ``lexical_scorer`` gives BM25 scores of positions the lexical list did not hold
+    (weighted fusion completes the union with it). Returns the fused hits (best first,
+    up to ``limit``) and each channel's list size.
     """
-    dense = dense_channel(vectors, query, mask, max(settings.channel_depth, limit))
+    depth = max(settings.channel_depth, limit)
+    dense = dense_channel(vectors, query, mask, depth)
     lists = [dense] if settings.mode == "dense" else [*lexical, dense]
-    return fuse(lists, settings, limit), {channel.name: len(channel) for channel in lists}
+    scorers: dict[str, Scorer] = {
+        "dense": lambda docs: vectors.scores(query, docs).astype(np.float64).tolist()
+    }
+    full = [c for c in lexical if c.name == "lexical" and len(c) >= depth]
+    if lexical_scorer is not None and full:  # a shorter list holds every BM25 match
+        scorers["lexical"] = lexical_scorer
+    hits = fuse(lists, settings, limit, scorers)
+    return hits, {channel.name: len(channel) for channel in lists}
 
 
 def rerank_head(
@@ -345,7 +359,9 @@ def search_channels(
                 lexical_channel(kb, lexical_ids, allowed, depth),
                 phrase_channel(kb, terms, lexical_ids, allowed, exact_boost, alias_boost),
             ]
-            hits, sizes = rank_channels(index, vector, allowed, settings, lists, k)
+            hits, sizes = rank_channels(
+                index, vector, allowed, settings, lists, k, _bm25_scorer(kb, lexical_ids)
+            )
     if hits is None:
         ranking = kb.rank(
             lexical_ids,
@@ -376,6 +392,11 @@ def search_channels(
         hits = [replace(hits[n], score=score) for n, score in zip(order, scores, strict=True)]
     fusion = settings.fusion if used == "hybrid" else None
     return hits, HybridReport(settings.mode, used, fusion, reason, embed_ms, sizes, rerank)
+
+
+def _bm25_scorer(kb: KnowledgeBase, lexical_ids: Sequence[int]) -> Scorer:
+    """BM25 of the query's term ids for given positions."""
+    return lambda docs: [kb.lexical.score_of_ids(lexical_ids, doc) for doc in docs]
 
 
 def entry_text(kb: KnowledgeBase) -> Callable[[int], str]:
