@@ -34,10 +34,13 @@ from groundwire.config import (
     DEFAULT_MIN_SCORE,
     DEFAULT_MIN_SOURCES,
     EvidenceSettings,
+    HybridSettings,
     estimate_tokens,
 )
 from groundwire.context.evidence import BudgetReason, PackedEvidence, pack_evidence
+from groundwire.embed.base import Embedder
 from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.index.vectors import VectorIndex
 from groundwire.model import Citation, Excerpt
 from groundwire.retrieve.evidence import (
     Authorizer,
@@ -137,12 +140,17 @@ def retrieve_evidence(
     candidate_limit: int = DEFAULT_EVIDENCE_CANDIDATES,
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
     token_estimator: Callable[[str], int] = estimate_tokens,
+    hybrid: HybridSettings | None = None,
+    vectors: VectorIndex | None = None,
+    embedder: Embedder | None = None,
 ) -> EvidenceResult:
     """Authorized, ranked, merged, diversified and token-bounded excerpts for ``question``.
 
     ``kb`` holds chunks (``KnowledgeBase.from_documents(chunks_to_documents(chunks))``).
     ``authorize(principal, source) -> bool`` is called once per source before ranking
     (pass both or neither). Bounds default to :class:`~groundwire.config.EvidenceSettings`.
+    ``hybrid`` selects dense or hybrid ranking (with ``vectors`` of ``kb`` and the
+    ``embedder`` that built them); the default is BM25.
     Raises :class:`ConfigError` for a bad argument and :class:`QueryError` for a bad
     question; finding nothing is a result (``insufficient``), not an error. The steps
     and their order rules are in this module's docstring.
@@ -157,8 +165,17 @@ def retrieve_evidence(
         candidate_limit=candidate_limit,
         max_query_chars=max_query_chars,
         token_estimator=token_estimator,
+        hybrid=hybrid if hybrid is not None else HybridSettings(),
     )
-    selection = select_evidence(kb, question, settings, principal=principal, authorize=authorize)
+    selection = select_evidence(
+        kb,
+        question,
+        settings,
+        principal=principal,
+        authorize=authorize,
+        vectors=vectors,
+        embedder=embedder,
+    )
     if selection.reason is not None:
         return _result(selection, None)
     return _result(selection, pack_evidence(question, selection.excerpts, settings))

@@ -1,0 +1,152 @@
+"""Vector indexes: exact search with the mask before top-k, storage types, files, HNSW."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groundwire import HashingEmbedder, IndexFormatError, KnowledgeBase, QueryError, VectorIndex
+from groundwire.index.vectors import embedding_text
+from groundwire.model import KnowledgeEntry
+
+RNG = np.random.default_rng(7)
+
+
+def _random_index(n: int = 300, d: int = 24, dtype: str = "float32") -> VectorIndex:
+    matrix = RNG.standard_normal((n, d)).astype(np.float32)
+    return VectorIndex([f"id-{i:04d}" for i in range(n)], matrix, "test-model", dtype=dtype)  # type: ignore[arg-type]
+
+
+def _exact(index: VectorIndex, query: np.ndarray, k: int, mask: np.ndarray) -> list[int]:
+    scores = index.matrix() @ query
+    docs = [d for d in range(len(index)) if mask[d]]
+    return sorted(docs, key=lambda d: (-scores[d], d))[:k]
+
+
+@settings(max_examples=30, deadline=None)
+@given(share=st.floats(0.0, 1.0), k=st.integers(1, 40), seed=st.integers(0, 1000))
+def test_search_equals_brute_force_over_allowed_rows(share: float, k: int, seed: int) -> None:
+    index = _random_index()
+    rng = np.random.default_rng(seed)
+    mask = rng.random(len(index)) < share
+    query = index.check_query(rng.standard_normal(index.dimensions))
+    docs, scores = index.search(query, k, mask)
+    assert docs == _exact(index, query, k, mask)
+    assert all(mask[d] for d in docs)  # a denied row never appears nor takes a slot
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_ties_break_on_position_and_zero_vectors_never_return() -> None:
+    matrix = np.array([[1, 0], [1, 0], [0, 0], [0, 1]], dtype=np.float32)
+    index = VectorIndex(["a", "b", "c", "d"], matrix, "m")
+    docs, _ = index.search(np.array([1, 0], dtype=np.float32), 4)
+    assert docs == [0, 1, 3]
+
+
+@pytest.mark.parametrize(("dtype", "min_recall"), [("float16", 0.99), ("int8", 0.9)])
+def test_compact_storage_keeps_the_ranking(dtype: str, min_recall: float) -> None:
+    exact = _random_index(2000, 64)
+    compact = VectorIndex(exact.ids, exact.matrix(), "m", dtype=dtype)  # type: ignore[arg-type]
+    assert compact.nbytes < exact.nbytes
+    recalls = []
+    for _ in range(20):
+        query = exact.check_query(RNG.standard_normal(64))
+        truth = set(exact.search(query, 10)[0])
+        recalls.append(len(truth & set(compact.search(query, 10)[0])) / 10)
+    assert np.mean(recalls) >= min_recall
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
+def test_save_and_load_round_trip(tmp_path: Path, dtype: str) -> None:
+    index = _random_index(50, 8, dtype)
+    path = tmp_path / "kb.vectors"
+    index.save(path)
+    loaded = VectorIndex.load(path)
+    assert (loaded.ids, loaded.model_id, loaded.dtype) == (index.ids, index.model_id, dtype)
+    np.testing.assert_array_equal(loaded.matrix(), index.matrix())
+    query = index.check_query(RNG.standard_normal(8))
+    assert loaded.search(query, 5) == index.search(query, 5)
+
+
+def test_tampered_truncated_and_foreign_files_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "v"
+    _random_index(20, 4).save(path)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match="checksum"):
+        VectorIndex.load(path)
+    path.write_bytes(bytes(data[:-4]))
+    with pytest.raises(IndexFormatError, match="truncated"):
+        VectorIndex.load(path)
+    path.write_bytes(b"hello")
+    with pytest.raises(IndexFormatError, match="not a groundwire vectors file"):
+        VectorIndex.load(path)
+
+
+def test_a_failed_save_keeps_the_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "v"
+    old = _random_index(10, 4)
+    old.save(path)
+
+    def broken(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("groundwire.index.vectors.os.replace", broken)
+    with pytest.raises(IndexFormatError, match="No space left"):
+        _random_index(12, 4).save(path)
+    assert VectorIndex.load(path).ids == old.ids
+    assert [p.name for p in tmp_path.iterdir()] == ["v"]
+
+
+def test_built_from_a_knowledge_base_and_checked_against_it() -> None:
+    kb = KnowledgeBase.from_documents(
+        [
+            {"id": "b", "title": "Beta", "text": "second"},
+            {"id": "a", "title": "Alpha", "text": "first"},
+        ]
+    )
+    index = VectorIndex.build(kb, HashingEmbedder())
+    assert index.ids == ("a", "b")
+    assert index.matches(kb)
+    other = KnowledgeBase.from_documents([{"id": "a", "title": "A", "text": "x"}])
+    with pytest.raises(Exception, match="another knowledge base"):
+        index.check_for(other)
+    with pytest.raises(QueryError, match="dimensions"):
+        index.check_query(np.ones(3))
+
+
+def test_embedding_text_per_kind() -> None:
+    entry = KnowledgeEntry(
+        "x", "Rotate keys", "Settings then rotate.", "security", (), body="Body."
+    )
+    assert embedding_text(entry) == "Rotate keys\nSettings then rotate.\nBody."
+    doc = KnowledgeEntry("d", "Guide > Install", "", "", (), body="Run it.")
+    assert embedding_text(doc) == "Guide > Install\nRun it."
+
+
+def test_hnsw_keeps_recall_at_every_visible_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    from groundwire.index import ann
+
+    monkeypatch.setattr(ann, "DEFAULT_ANN_THRESHOLD", 100)  # small data, ANN path on
+    monkeypatch.setattr("groundwire.index.vectors.DEFAULT_ANN_THRESHOLD", 100)
+    base = _random_index(3000, 16)
+    graph = ann.HnswIndex.build(base)
+    index = base.with_ann(graph)
+    rng = np.random.default_rng(3)
+    for share in (0.01, 0.1, 1.0):
+        mask = rng.random(len(index)) < share
+        recalls = []
+        for _ in range(20):
+            query = index.check_query(rng.standard_normal(16))
+            got = index.search(query, 10, None if share == 1.0 else mask)[0]
+            assert all(mask[d] for d in got) or share == 1.0
+            truth = _exact(index, query, 10, mask if share < 1.0 else np.ones(len(index), bool))
+            recalls.append(len(set(got) & set(truth)) / 10)
+        assert np.mean(recalls) >= 0.9, share
