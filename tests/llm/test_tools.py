@@ -409,3 +409,23 @@ def test_sdk_generate_with_files_over_anthropic(fake: Any, files: list[Path]) ->
     sources = {r["source"] for r in json.loads(text)["results"]}
     assert len(sources) == 4  # one slot per file: source diversity
     assert len(result.citations) == 4
+
+
+def test_with_an_embedder_the_tool_ranks_by_vectors_with_diversity_and_allow() -> None:
+    from groundwire import HashingEmbedder
+
+    kb = kb_of(
+        ("long.md", LONG),
+        ("short.txt", "A quokka once hopped."),
+        ("other.txt", "Quokka counts are rising."),
+        ("secret.md", "Quokka secret plan, quokkas everywhere."),
+    )
+    tool = search_knowledge_base_tool(
+        kb,
+        k=3,
+        embedder=HashingEmbedder(),
+        allow=lambda e: e.metadata.get("source_id") != "secret.md",
+    )
+    results = tool.run({"query": "quokka quokkas"})["results"]
+    assert {r["source"] for r in results} == {"long.md", "short.txt", "other.txt"}
+    assert all(r["source"] != "secret.md" for r in tool.run({"query": "secret plan"})["results"])

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from groundwire.config import DEFAULT_MAX_TOOL_ROUNDS, DEFAULT_RECENT_TURNS
+from groundwire.embed import Embedder
 from groundwire.errors import ConfigError, ProviderError, QueryError
 from groundwire.ground import GroundingEngine
 from groundwire.llm.base import (
@@ -120,7 +121,9 @@ class Client:
     ``system_prompt``: the default system prompt (text, or a zero-argument callable
     resolved on every call). ``timeout_s``: the default time limit of one provider
     attempt. Retries belong to each provider (its ``RetryPolicy``), which retries its
-    transient errors before the next one is tried.
+    transient errors before the next one is tried. ``embedder``: with ``files=``, the
+    chunks are embedded in memory and the ``search_knowledge_base`` tool ranks by hybrid
+    retrieval (BM25 and cosine fused) instead of BM25 alone.
     """
 
     def __init__(
@@ -131,8 +134,10 @@ class Client:
         memory: ConversationMemory | None = None,
         system_prompt: SystemPrompt | None = None,
         timeout_s: float | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self._providers = _check_candidates(providers)
+        self._embedder = embedder  # files=: hybrid search over chunk vectors when set
         self._grounding = grounding
         self._memory = memory
         self._system_prompt = _check_system_prompt(system_prompt)
@@ -182,7 +187,7 @@ class Client:
         request = self._request(call, block)
         if files:
             provider = FallbackProvider(self._providers)
-            tool = search_knowledge_base_tool(files_knowledge_base(files))
+            tool = search_knowledge_base_tool(files_knowledge_base(files), embedder=self._embedder)
             loop = run_tool_loop(provider, request, [tool], max_rounds=max_tool_rounds)
             self._remember(call, loop.text)
             return _tool_loop_result(loop.completion, knowledge, provider.last)
@@ -250,7 +255,7 @@ class Client:
         if files:
             provider = FallbackProvider(self._providers)
             kb = await asyncio.to_thread(files_knowledge_base, files)
-            tool = search_knowledge_base_tool(kb)
+            tool = await asyncio.to_thread(search_knowledge_base_tool, kb, embedder=self._embedder)
             loop = await arun_tool_loop(provider, request, [tool], max_rounds=max_tool_rounds)
             await asyncio.to_thread(self._remember, call, loop.text)
             return _tool_loop_result(loop.completion, knowledge, provider.last)

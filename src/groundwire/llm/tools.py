@@ -12,7 +12,10 @@
   tool result, never an exception.
 - :func:`generate_with_files` chunks files on the fly (the chunking strategy follows
   each file's extension), builds an in-memory knowledge base, offers the tool and runs
-  the loop.
+  the loop. Given an ``embedder`` (seed 003: ``HashingEmbedder()``, or a model), the
+  chunks are embedded into an in-memory :class:`~groundwire.VectorIndex` and the tool
+  ranks by hybrid retrieval (BM25 and cosine, fused; ``hybrid=`` to change the mode),
+  with the same round-robin over sources.
 
 Tool results are quoted document text: untrusted data, not instructions, and they
 grant no further tool use.
@@ -42,14 +45,18 @@ from groundwire.config import (
     MAX_TOOL_ROUNDS,
     MAX_TOTAL_DOCUMENT_BYTES,
     ChunkingConfig,
+    HybridSettings,
     chunk_settings,
 )
+from groundwire.embed import Embedder
 from groundwire.errors import ConfigError, GroundwireError, SourceError
 from groundwire.index import KnowledgeBase
+from groundwire.index.vectors import VectorIndex
 from groundwire.ingest.chunking import chunk_document, chunks_to_documents
 from groundwire.ingest.loaders import load_document
 from groundwire.llm.base import ChatRequest, Completion, Message, Provider, ToolCall, ToolSpec
 from groundwire.model import Chunk, Citation, KnowledgeEntry, LoadedDocument
+from groundwire.retrieve.hybrid import search_channels
 
 __all__ = [
     "SEARCH_TOOL_NAME",
@@ -203,6 +210,9 @@ def search_knowledge_base_tool(
     max_excerpt_chars: int = DEFAULT_TOOL_EXCERPT_CHARS,
     allow: Callable[[KnowledgeEntry], bool] | None = None,
     name: str = SEARCH_TOOL_NAME,
+    embedder: Embedder | None = None,
+    vectors: VectorIndex | None = None,
+    hybrid: HybridSettings | None = None,
 ) -> Tool:
     """The ``search_knowledge_base`` tool over ``kb``: a JSON-schema spec and its executor.
 
@@ -214,6 +224,9 @@ def search_knowledge_base_tool(
     :data:`~groundwire.config.DEFAULT_TOOL_CANDIDATES` chunks are taken round-robin over
     sources (each source's best first, sources by their best score). ``allow``
     restricts eligibility before ranking (denied entries never take a slot).
+
+    With an ``embedder`` the tool ranks by ``hybrid`` (default: hybrid mode, the default
+    fusion) over ``vectors`` (embedded from ``kb`` in memory when not given).
     """
     if not isinstance(kb, KnowledgeBase):
         raise ConfigError(f"kb must be a KnowledgeBase, got {type(kb).__name__}")
@@ -221,6 +234,9 @@ def search_knowledge_base_tool(
     k = _check_int("k", k, 1, max_k)
     max_excerpt_chars = _check_int("max_excerpt_chars", max_excerpt_chars, 1, MAX_EXCERPT_CHARS)
     diverse = len({_source_of(entry) for entry in kb}) > 1
+    settings = hybrid if hybrid is not None else HybridSettings(mode="hybrid")
+    if embedder is not None and vectors is None:
+        vectors = VectorIndex.build(kb, embedder)
     spec = ToolSpec(
         name=name,
         description=_SEARCH_DESCRIPTION,
@@ -259,8 +275,20 @@ def search_knowledge_base_tool(
         if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= max_k:
             raise ValueError(f"'k' must be an integer from 1 to {max_k}, got {count!r}")
         fetch = max(count, DEFAULT_TOOL_CANDIDATES) if diverse else count
-        found = kb.search(query, k=fetch, allow=allow)
-        hits = [(entry, hit.score) for hit in found if (entry := kb.get(hit.id)) is not None]
+        if embedder is None:
+            found = kb.search(query, k=fetch, allow=allow)
+            hits = [(entry, hit.score) for hit in found if (entry := kb.get(hit.id)) is not None]
+        else:
+            ranked, _ = search_channels(
+                kb,
+                query,
+                fetch,
+                settings,
+                vectors=vectors,
+                embedder=embedder,
+                mask=kb.eligibility(allow=allow),
+            )
+            hits = [(kb.entry(hit.doc), hit.score) for hit in ranked]
         order = _round_robin(hits, count) if diverse else list(range(min(count, len(hits))))
         results = []
         for position in order:
@@ -489,9 +517,10 @@ def _files_setup(
     k: int,
     chunking: ChunkingConfig | None,
     request_options: Mapping[str, Any],
+    embedder: Embedder | None = None,
 ) -> tuple[ChatRequest, Tool]:
     request = _files_request(prompt, system, request_options)
-    tool = search_knowledge_base_tool(files_knowledge_base(files, chunking), k=k)
+    tool = search_knowledge_base_tool(files_knowledge_base(files, chunking), k=k, embedder=embedder)
     return request, tool
 
 
@@ -508,6 +537,7 @@ def generate_with_files(
     temperature: float | None = None,
     max_tokens: int | None = None,
     timeout_s: float | None = None,
+    embedder: Embedder | None = None,
 ) -> ToolLoopResult:
     """Answer ``prompt`` with ``files`` searchable through the ``search_knowledge_base`` tool.
 
@@ -515,8 +545,9 @@ def generate_with_files(
     the chunks in memory with :func:`~groundwire.chunk_settings`, offers the tool
     (round-robin over files when there are several) and runs :func:`run_tool_loop`.
     ``files`` are paths or :class:`~groundwire.LoadedDocument` records (uploads made
-    with :func:`~groundwire.load_bytes`). Raises :class:`SourceError` for a file that
-    cannot be read and :class:`ConfigError` for a bad option.
+    with :func:`~groundwire.load_bytes`). With an ``embedder`` the chunks are embedded
+    in memory and searched by hybrid retrieval. Raises :class:`SourceError` for a file
+    that cannot be read and :class:`ConfigError` for a bad option.
     """
     options = {
         "model": model,
@@ -524,7 +555,7 @@ def generate_with_files(
         "max_tokens": max_tokens,
         "timeout_s": timeout_s,
     }
-    request, tool = _files_setup(files, prompt, system, k, chunking, options)
+    request, tool = _files_setup(files, prompt, system, k, chunking, options, embedder)
     return run_tool_loop(provider, request, [tool], max_rounds=max_rounds)
 
 
@@ -541,6 +572,7 @@ async def agenerate_with_files(
     temperature: float | None = None,
     max_tokens: int | None = None,
     timeout_s: float | None = None,
+    embedder: Embedder | None = None,
 ) -> ToolLoopResult:
     """Async :func:`generate_with_files` (files are read and indexed in a worker thread)."""
     options = {
@@ -550,6 +582,6 @@ async def agenerate_with_files(
         "timeout_s": timeout_s,
     }
     request, tool = await asyncio.to_thread(
-        _files_setup, files, prompt, system, k, chunking, options
+        _files_setup, files, prompt, system, k, chunking, options, embedder
     )
     return await arun_tool_loop(provider, request, [tool], max_rounds=max_rounds)
