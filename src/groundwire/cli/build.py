@@ -17,6 +17,7 @@ from groundwire import (
     KnowledgeBase,
     SkippedSource,
     ValidationFailedError,
+    VectorIndex,
     chunks_to_documents,
     load_documents,
     normalize_and_validate,
@@ -32,6 +33,7 @@ from groundwire.cli.output import (
     progress_display,
     skipped_json,
 )
+from groundwire.cli.vectors import AllowRemoteOpt, CacheOpt, cached_embedder, sidecar
 from groundwire.config import chunk_settings
 
 SourcesArg = Annotated[
@@ -77,6 +79,19 @@ def index(
             show_default=False,
         ),
     ],
+    embed: Annotated[
+        str | None,
+        typer.Option(
+            "--embed",
+            metavar="MODEL",
+            help="Also embed every entry/chunk with MODEL (all-MiniLM-L6-v2, hashing, a "
+            "folder, openai:NAME...) and save the vectors beside the snapshot as "
+            "OUT.vectors, for search --mode dense/hybrid. Embeddings are cached.",
+            show_default=False,
+        ),
+    ] = None,
+    cache: CacheOpt = None,
+    allow_remote: AllowRemoteOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Validate and index knowledge bases once, and save the snapshot to PATH.
@@ -104,7 +119,9 @@ def index(
         started = time.perf_counter()
         snapshot.save(out)
         saved = time.perf_counter() - started
+        embedded = _embed(snapshot, out, embed, cache, allow_remote, progress)
     summary = _index_json(out, built, saved, len(report.warnings))
+    summary.update(embedded)
     if as_json:
         print_json(summary)
         return
@@ -178,6 +195,19 @@ def ingest(
             "of --chunk-size).",
         ),
     ] = _CHUNKING.overlap,
+    embed: Annotated[
+        str | None,
+        typer.Option(
+            "--embed",
+            metavar="MODEL",
+            help="Also embed every entry/chunk with MODEL (all-MiniLM-L6-v2, hashing, a "
+            "folder, openai:NAME...) and save the vectors beside the snapshot as "
+            "OUT.vectors, for search --mode dense/hybrid. Embeddings are cached.",
+            show_default=False,
+        ),
+    ] = None,
+    cache: CacheOpt = None,
+    allow_remote: AllowRemoteOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Load, chunk and index documents once, and save the snapshot to DIR.
@@ -215,7 +245,9 @@ def ingest(
         started = time.perf_counter()
         kb.save(out)
         save_seconds = time.perf_counter() - started
+        embedded = _embed(kb, out, embed, cache, allow_remote, progress)
     summary = _ingest_json(out, files, len(chunks), result.bytes_read, skipped)
+    summary.update(embedded)
     summary.update(
         load_seconds=round(load_seconds, 3),
         index_seconds=round(index_seconds, 3),
@@ -242,3 +274,29 @@ def ingest(
     )
     for item in skipped:
         console.print(Text(f"skipped {item.path}: {item.reason}", style="yellow"), soft_wrap=True)
+
+
+def _embed(
+    kb: KnowledgeBase,
+    out: Path,
+    model: str | None,
+    cache: Path | None,
+    allow_remote: bool,
+    progress: Any,
+) -> dict[str, Any]:
+    """Embed ``kb`` with ``model`` and save the vectors beside ``out``; a failure fails."""
+    if model is None:
+        return {}
+    embedder = cached_embedder(model, cache, allow_remote)
+    task = progress.add_task("embedding", total=len(kb))
+    embedder.progress = lambda count: progress.advance(task, count)
+    started = time.perf_counter()
+    vectors = VectorIndex.build(kb, embedder)
+    vectors.save(sidecar(out))
+    return {
+        "vectors": str(sidecar(out)),
+        "model": embedder.model_id,
+        "embedded": embedder.embedded,
+        "reused": embedder.reused,
+        "embed_seconds": round(time.perf_counter() - started, 3),
+    }

@@ -17,11 +17,13 @@ from groundwire import (
     GroundingConfig,
     GroundingOutcome,
     Hit,
+    HybridSettings,
     KnowledgeBase,
     QueryError,
     Scope,
     ValidationFailedError,
     retrieve_evidence,
+    search_channels,
 )
 from groundwire.cli.app import app
 from groundwire.cli.inputs import (
@@ -50,7 +52,16 @@ from groundwire.cli.output import (
     skipped_json,
     top_fields,
 )
-from groundwire.config import EvidenceSettings
+from groundwire.cli.vectors import (
+    MODES,
+    AllowRemoteOpt,
+    CacheOpt,
+    ModelOpt,
+    ModeOpt,
+    cached_embedder,
+    vectors_for,
+)
+from groundwire.config import DEFAULT_LOCAL_MODEL, EvidenceSettings
 
 _DEFAULT_MAX_TOKENS = ContextConfig().max_tokens
 
@@ -350,12 +361,20 @@ def search(
     limit: Annotated[
         int, typer.Option("--limit", "-n", metavar="K", min=1, help="Number of results.")
     ] = 10,
+    mode: ModeOpt = "lexical",
+    model: ModelOpt = DEFAULT_LOCAL_MODEL,
+    cache: CacheOpt = None,
+    allow_remote: AllowRemoteOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Rank entries for a query and explain each score (no context, no expansion).
 
     For documents, ranks their chunks; skipped files are listed as warnings on stderr.
+    With --mode dense or hybrid, entries are embedded (a snapshot's saved vectors are
+    used when they match; embeddings are cached) and each hit shows its channels.
     """
+    if mode not in MODES:
+        fail(f"--mode {mode!r} is invalid: expected one of {', '.join(MODES)}")
     if is_documents(kb):
         reject_options(True, integration=integration, blocked_domain=blocked_domain)
         docs = open_documents(kb)
@@ -370,6 +389,20 @@ def search(
         except ValidationFailedError as exc:
             fail(str(exc) + validate_hint(kb))
     scope = None if integration is None else Scope(tuple(integration))
+    if mode != "lexical":
+        _search_vectors(
+            index,
+            kb,
+            query,
+            limit,
+            mode,
+            model,
+            cache,
+            allow_remote,
+            as_json,
+            index.eligibility(scope, tuple(blocked_domain or ())),
+        )
+        return
     hits = index.search(query, k=limit, scope=scope, blocked_domains=tuple(blocked_domain or ()))
     if as_json:
         print_json([_hit_json(hit) for hit in hits])
@@ -386,4 +419,58 @@ def search(
         name = Text(hit.id, style="bold")
         name.append("\n" + (entry.title if entry is not None else ""), style="default")
         table.add_row(str(rank), name, f"{hit.score:.2f}", Text(top_fields(hit.breakdown)))
+    console.print(table)
+
+
+def _search_vectors(
+    index: KnowledgeBase,
+    source: Path,
+    query: str,
+    limit: int,
+    mode: str,
+    model: str,
+    cache: Path | None,
+    allow_remote: bool,
+    as_json: bool,
+    mask: Any,
+) -> None:
+    """``search --mode dense|hybrid``: channel ranking with a per-channel breakdown."""
+    embedder = cached_embedder(model, cache, allow_remote)
+    vectors = vectors_for(index, source, embedder)
+    hits, report = search_channels(
+        index,
+        query,
+        limit,
+        HybridSettings(mode=mode),  # type: ignore[arg-type]
+        vectors=vectors,
+        embedder=embedder,
+        mask=mask,
+    )
+    rows = [
+        {
+            "id": index.entry(hit.doc).id,
+            "score": hit.score,
+            "channels": {
+                name: {"rank": part.rank, "score": part.score, "contribution": part.contribution}
+                for name, part in hit.channels.items()
+            },
+        }
+        for hit in hits
+    ]
+    if as_json:
+        print_json({"hits": rows, "retrieval": report.as_dict()})
+        return
+    console = make_console()
+    if report.reason:
+        echo_line("warning", report.reason)
+    table = Table("#", "id / title", "score", "channels (rank: score)", box=box.SIMPLE_HEAD)
+    table.columns[2].justify = "right"
+    for rank, (hit, row) in enumerate(zip(hits, rows, strict=True), 1):
+        name = Text(str(row["id"]), style="bold")
+        name.append("\n" + index.entry(hit.doc).title, style="default")
+        parts = ", ".join(
+            f"{channel} {part.rank or '-'}: {part.score:.3f}"
+            for channel, part in hit.channels.items()
+        )
+        table.add_row(str(rank), name, f"{hit.score:.3f}", Text(parts))
     console.print(table)

@@ -151,6 +151,7 @@ def fuse(
     did not return (rank 0 in the breakdown); without one such positions score 0.
     """
     weights = channel_weights(settings)
+    lists = [channel for channel in lists if channel.docs]  # an empty channel adds nothing
     parts: dict[int, dict[str, ChannelScore]] = {}
     totals: dict[int, float] = {}
     if settings.fusion == "rrf":
