@@ -494,9 +494,9 @@ def test_script_validate_and_usage_errors(broken_kb: str) -> None:
     invalid = _script_run("validate", broken_kb)
     assert invalid.returncode == 1
     assert "failed: 0 valid entries, 2 errors, 0 warnings" in invalid.stdout
-    bad_flag = _script_run("search", HANDBOOK, "q", "--nope")
+    bad_flag = _script_run("search", HANDBOOK, "q", "--zzz")
     assert bad_flag.returncode == 2
-    assert bad_flag.stderr.splitlines() == ["error: No such option: --nope"]
+    assert bad_flag.stderr.splitlines() == ["error: No such option: --zzz"]
     assert _script_run("--version").stdout.strip() == f"groundwire {groundwire.__version__}"
 
 
