@@ -82,6 +82,7 @@ EXPECTED = [
     "ProviderError",
     "ProviderTimeoutError",
     "QueryError",
+    "RelevanceGate",
     "RerankCandidate",
     "Reranker",
     "RetrievalConfig",

@@ -24,6 +24,7 @@ __all__ = [
     "GroundingConfig",
     "HybridSettings",
     "IndexSettings",
+    "RelevanceGate",
     "RetrievalConfig",
     "RetryPolicy",
 ]
@@ -77,6 +78,43 @@ MAX_PHRASE_TOKENS: Final = 16
 CONFIDENCE_DOMINANCE_RATIO: Final = 1.5
 #: Largest ``k`` a single search may ask for.
 MAX_SEARCH_K: Final = 10_000
+
+# --- Relevance gate (retrieve/gate.py): how many candidates deserve the context -----------
+# Chosen from principles and index statistics, then measured (benchmarks/bench_precision.py,
+# docs/BENCHMARKS.md); never tuned per query.
+#: ``relevance`` keeps the candidates the query's evidence supports (possibly none); ``off``
+#: keeps the fixed count of the seed (``result_limit``), candidates scored above zero.
+GATE_MODES: Final[tuple[str, ...]] = ("relevance", "off")
+#: A candidate passes when it holds at least half of the query's information (IDF-weighted):
+#: an answer names most of what was asked; a coincidental match names one word of it.
+DEFAULT_GATE_MIN_COVERAGE: Final = 0.5
+#: Below that, a candidate needs at least a quarter of the information and one more sign
+#: (the three below), so a log that mentions three indexed words among fifty does not pass.
+DEFAULT_GATE_PARTIAL_COVERAGE: Final = 0.25
+#: Sign one: two distinct informative terms and a BM25 score above what one coincidental
+#: word scores on this snapshot (off-topic questions share a word with it by chance).
+DEFAULT_GATE_MIN_TERMS: Final = 2
+#: "What one coincidental word scores": this quantile of the best score each indexed term
+#: earns on its own, computed per snapshot; nine words in ten score no more.
+DEFAULT_GATE_NOISE_QUANTILE: Final = 0.9
+#: Sign two: in a long message, three distinct informative terms whatever they score.
+#: (Sign three: an exact id/title or reviewed alias phrase hit.)
+DEFAULT_GATE_MANY_TERMS: Final = 3
+#: Passing candidates scoring below half the best passing one are cut: a match less than
+#: half as strong as the best adds tokens, rarely the answer.
+DEFAULT_GATE_SCORE_RATIO: Final = 0.5
+#: Related/parent entries of kept ones join the context only when they hold this share of
+#: the query too (as much as a kept entry must): a link says two entries belong together,
+#: not that both answer the question.
+DEFAULT_GATE_EXPAND_COVERAGE: Final = DEFAULT_GATE_MIN_COVERAGE
+#: Query terms in more than this share of the documents are ignored; 1.0 ignores none.
+#: Measured on the handbook: a floor at half the entries dropped "workflow" and cost a
+#: judged question its block, and no floor lost no abstention; IDF already weighs a term
+#: found in most entries at ln 2 or less. Query-side stop words do the real work.
+DEFAULT_GATE_IDF_FLOOR: Final = 1.0
+#: Confidence ``high`` needs this coverage (or an exact/alias phrase hit with at least
+#: ``min_coverage``): the top entry then holds nearly everything the query says.
+DEFAULT_CONFIDENCE_HIGH_COVERAGE: Final = 0.8
 
 # --- Context -----------------------------------------------------------------------------------
 #: Token budget of one knowledge block.
@@ -515,8 +553,62 @@ class HybridSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RelevanceGate:
+    """Thresholds of the relevance gate (see ``groundwire.retrieve.gate``).
+
+    ``min_coverage``: IDF-weighted share of the query's informative terms a candidate must
+    contain. ``min_terms`` and ``partial_coverage``: the alternative for long messages
+    (that many distinct informative terms, at least that share). ``score_ratio``: passing
+    candidates below this share of the best passing score are cut. ``idf_floor``: query
+    terms in more than this share of the documents are ignored. ``high_coverage``: the
+    coverage confidence ``high`` needs without a phrase hit.
+    """
+
+    min_coverage: float = DEFAULT_GATE_MIN_COVERAGE
+    min_terms: int = DEFAULT_GATE_MIN_TERMS
+    many_terms: int = DEFAULT_GATE_MANY_TERMS
+    partial_coverage: float = DEFAULT_GATE_PARTIAL_COVERAGE
+    score_ratio: float = DEFAULT_GATE_SCORE_RATIO
+    idf_floor: float = DEFAULT_GATE_IDF_FLOOR
+    high_coverage: float = DEFAULT_CONFIDENCE_HIGH_COVERAGE
+    expand_coverage: float = DEFAULT_GATE_EXPAND_COVERAGE
+    noise_quantile: float = DEFAULT_GATE_NOISE_QUANTILE
+
+    def __post_init__(self) -> None:
+        for name in (
+            "min_coverage",
+            "partial_coverage",
+            "score_ratio",
+            "idf_floor",
+            "expand_coverage",
+            "noise_quantile",
+        ):
+            value = getattr(self, name)
+            _finite(name, value)
+            _require(float(value) <= 1.0, name, value, "a number between 0 and 1")
+        _positive_int("min_terms", self.min_terms)
+        _positive_int("many_terms", self.many_terms)
+        _finite("high_coverage", self.high_coverage)
+        _require(
+            float(self.min_coverage) <= float(self.high_coverage) <= 1.0,
+            "high_coverage",
+            self.high_coverage,
+            f"a number between min_coverage ({self.min_coverage}) and 1",
+        )
+
+
+def _check_gate(gate: object) -> None:
+    _require(gate in GATE_MODES, "gate", gate, f"one of {GATE_MODES}")
+
+
+@dataclass(frozen=True, slots=True)
 class RetrievalConfig:
-    """Per-turn selection settings: limits, field weights, BM25 parameters and boosts."""
+    """Per-turn selection settings: limits, field weights, BM25 parameters and boosts.
+
+    ``gate="relevance"`` (default) keeps the candidates the query's evidence supports, at
+    most ``result_limit`` and possibly none (thresholds in ``relevance``); ``gate="off"``
+    keeps the first ``result_limit`` candidates, as the seed did.
+    """
 
     candidate_limit: int = DEFAULT_CANDIDATE_LIMIT
     result_limit: int = DEFAULT_RESULT_LIMIT
@@ -531,9 +623,18 @@ class RetrievalConfig:
     turn_chars: int = DEFAULT_TURN_CHARS
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
     hybrid: HybridSettings = field(default_factory=HybridSettings)
+    gate: Literal["relevance", "off"] = "relevance"
+    relevance: RelevanceGate = field(default_factory=RelevanceGate)
 
     def __post_init__(self) -> None:
         _require(isinstance(self.hybrid, HybridSettings), "hybrid", self.hybrid, "HybridSettings")
+        _check_gate(self.gate)
+        _require(
+            isinstance(self.relevance, RelevanceGate),
+            "relevance",
+            self.relevance,
+            "a RelevanceGate",
+        )
         _positive_int("candidate_limit", self.candidate_limit, MAX_SEARCH_K)
         _positive_int("result_limit", self.result_limit, MAX_SEARCH_K)
         _require(
@@ -623,6 +724,9 @@ class EvidenceSettings:
     ``min_score``: lowest BM25 score a chunk may have to be used. ``min_sources``:
     distinct sources a ready result needs (at most ``limit``). ``candidate_limit``:
     ranked chunks considered (at least ``limit``). ``token_estimator``: text → tokens.
+    ``gate``: ``"relevance"`` keeps only the chunks the question's evidence supports
+    (thresholds in ``relevance``, as for entries); ``"off"`` keeps every chunk scoring at
+    least ``min_score``.
     """
 
     limit: int = DEFAULT_EVIDENCE_LIMIT
@@ -634,9 +738,18 @@ class EvidenceSettings:
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
     token_estimator: Callable[[str], int] = estimate_tokens
     hybrid: HybridSettings = field(default_factory=HybridSettings)
+    gate: Literal["relevance", "off"] = "relevance"
+    relevance: RelevanceGate = field(default_factory=RelevanceGate)
 
     def __post_init__(self) -> None:
         _require(isinstance(self.hybrid, HybridSettings), "hybrid", self.hybrid, "HybridSettings")
+        _check_gate(self.gate)
+        _require(
+            isinstance(self.relevance, RelevanceGate),
+            "relevance",
+            self.relevance,
+            "a RelevanceGate",
+        )
         _positive_int("limit", self.limit, MAX_EVIDENCE_LIMIT)
         _positive_int("max_excerpt_chars", self.max_excerpt_chars, MAX_EXCERPT_CHARS)
         _positive_int("max_total_tokens", self.max_total_tokens, MAX_EVIDENCE_TOKENS)
@@ -677,6 +790,8 @@ class EvidenceSettings:
             "candidate_limit": self.candidate_limit,
             "max_query_chars": self.max_query_chars,
             "token_estimator": f"{module}.{name}" if module else name,
+            "gate": self.gate,
+            "relevance": {f.name: getattr(self.relevance, f.name) for f in fields(self.relevance)},
         }
 
 

@@ -55,6 +55,7 @@ FailureReason = Literal[
     "empty-query",
     "index-not-ready",
     "no-match",
+    "low-relevance",
     "budget-exhausted",
     "timeout",
     "error",
@@ -259,7 +260,6 @@ class Chunk(_Cited):
         object.__setattr__(self, "symbols", _tuple(self.symbols))
 
 
-
 @dataclass(frozen=True, slots=True)
 class EvidenceSource:
     """One source (file, upload, page) of indexed chunks, as a host authorizer sees it.
@@ -301,7 +301,6 @@ class Excerpt(_Cited):
     def __post_init__(self) -> None:
         object.__setattr__(self, "headings", _tuple(self.headings))
         object.__setattr__(self, "chunk_ids", _tuple(self.chunk_ids))
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,6 +380,8 @@ class ScoredEntry:
 
     ``channels`` explains a fused (dense or hybrid) score per channel; it is empty for
     lexical retrieval, whose ``breakdown`` explains the BM25 score per field and boost.
+    ``coverage`` is the IDF-weighted share of the query's informative terms the entry
+    contains, as the relevance gate measured it (None when the gate is off).
     """
 
     entry: KnowledgeEntry
@@ -390,6 +391,7 @@ class ScoredEntry:
     alias: bool
     breakdown: Mapping[str, float]
     channels: Mapping[str, ChannelScore] = field(default_factory=dict)
+    coverage: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,7 +413,11 @@ class ContextResult:
 
 @dataclass(frozen=True, slots=True)
 class RetrievalResult:
-    """Everything one turn's selection produced, for diagnosis."""
+    """Everything one turn's selection produced, for diagnosis.
+
+    ``candidates`` are the ranked candidates before the relevance gate (the first
+    ``result_limit`` were eligible for the selection), ``primary`` those it kept.
+    """
 
     query: str
     primary: tuple[ScoredEntry, ...]
@@ -420,6 +426,7 @@ class RetrievalResult:
     confidence: Confidence
     context: ContextResult | None
     duration_ms: float
+    candidates: tuple[ScoredEntry, ...] = ()
 
     @property
     def selected_ids(self) -> tuple[str, ...]:
@@ -445,7 +452,15 @@ class KnowledgeBlock:
 
 @dataclass(frozen=True, slots=True)
 class GroundingMetadata:
-    """What grounding did on one turn; ``failure_reason`` is set when no block came back."""
+    """What grounding did on one turn; ``failure_reason`` is set when no block came back.
+
+    ``truncated_query``: the query was longer than ``max_query_chars`` and was cut (its
+    start and end kept). ``out_of_scope_count``: integration-specific entries that
+    matched the query well enough to be selected but whose integrations this request did
+    not enable; ``out_of_scope_integrations`` names the integrations that would include
+    them (integrations are relevance scope, not authorization: entries excluded by a
+    blocked domain or a host predicate are never counted).
+    """
 
     selected_ids: tuple[str, ...] = ()
     expanded_ids: tuple[str, ...] = ()
@@ -455,6 +470,9 @@ class GroundingMetadata:
     duration_ms: float = 0.0
     confidence: Confidence = "none"
     failure_reason: FailureReason | None = None
+    truncated_query: bool = False
+    out_of_scope_count: int = 0
+    out_of_scope_integrations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

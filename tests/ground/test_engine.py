@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from groundwire import (
     SnapshotCache,
     Turn,
     create_grounding_engine,
+    load_sources,
 )
 from groundwire.index.cache import BuildResult
 
@@ -380,7 +382,6 @@ def test_internal_timeout_error_is_an_error_not_a_turn_timeout(
         ("zebra", None, "slack", "error"),
         ("zebra", None, {"enabled_integrations": "slack"}, "error"),
         ("zebra", None, 17, "error"),
-        ("zebra " * 2000, None, None, "error"),  # over max_query_chars
         (b"zebra", None, None, "empty-query"),  # not a string: no query
         (None, None, None, "empty-query"),
     ],
@@ -411,7 +412,40 @@ def animal_engine(make_engine: MakeEngine, animals: dict[str, Any]) -> Grounding
     return engine
 
 
-def test_recent_turns_as_turns_and_mappings(animal_engine: GroundingEngine) -> None:
+@pytest.fixture
+def fixed_count_engine(make_engine: MakeEngine, animals: dict[str, Any]) -> GroundingEngine:
+    """The seed's fixed-count selection (no relevance gate)."""
+    engine = make_engine(GroundingConfig(sources=[animals], retrieval=RetrievalConfig(gate="off")))
+    assert engine.ready()
+    return engine
+
+
+def test_a_query_over_the_limit_is_cut_not_failed(animal_engine: GroundingEngine) -> None:
+    pasted = "zebra " + "and then " * 2_000 + "giraffe"  # both ends survive the cut
+    outcome = animal_engine.ground(pasted)
+    assert outcome.block is not None
+    assert set(ground_ids(outcome)) == {"animals.zebra", "animals.giraffe"}
+    assert outcome.metadata.truncated_query is True
+    assert outcome.retrieval is not None
+    assert 7_900 < len(outcome.retrieval.query) <= RetrievalConfig().max_query_chars
+    assert animal_engine.ground("zebra").metadata.truncated_query is False
+
+
+def test_turns_widen_the_ranking_but_the_query_decides_relevance(
+    animal_engine: GroundingEngine,
+) -> None:
+    # "stripes" from an earlier turn ranks the zebra, but the question is about necks.
+    outcome = animal_engine.ground("long necks", [Turn("user", "what about stripes?")])
+    assert ground_ids(outcome) == ("animals.giraffe",)
+    assert outcome.retrieval is not None
+    assert "animals.zebra" in {item.entry.id for item in outcome.retrieval.candidates}
+    # A follow-up without informative words of its own is read with its turns.
+    follow_up = animal_engine.ground("and what about that?", [Turn("user", "zebra stripes")])
+    assert ground_ids(follow_up) == ("animals.zebra",)
+
+
+def test_recent_turns_as_turns_and_mappings(fixed_count_engine: GroundingEngine) -> None:
+    animal_engine = fixed_count_engine
     assert ground_ids(animal_engine.ground("long necks")) == ("animals.giraffe",)
 
     as_turns = animal_engine.ground("long necks", [Turn("user", "what about stripes?")])
@@ -426,7 +460,8 @@ def test_recent_turns_as_turns_and_mappings(animal_engine: GroundingEngine) -> N
     )
 
 
-def test_engine_uses_only_the_last_four_turns(animal_engine: GroundingEngine) -> None:
+def test_engine_uses_only_the_last_four_turns(fixed_count_engine: GroundingEngine) -> None:
+    animal_engine = fixed_count_engine
     filler = [{"role": "assistant", "content": f"reply {n}"} for n in range(4)]
     fifth = animal_engine.ground("long necks", [Turn("user", "stripes"), *filler])
     assert ground_ids(fifth) == ("animals.giraffe",)
@@ -579,7 +614,7 @@ def test_concurrent_turns_during_rebuilds_see_one_whole_snapshot(
         try:
             started.wait(SAFETY_SECONDS)
             for _ in range(calls_per_worker):
-                outcome = engine.ground("zebra stripes")
+                outcome = engine.ground("zebra")
                 with lock:
                     outcomes.append(outcome)
         except BaseException as exc:  # surfaced below
@@ -665,3 +700,36 @@ def test_different_retrieval_settings_do_not_share_a_snapshot(
     assert default.ready()
     assert weighted.ready()
     assert default.knowledge_base is not weighted.knowledge_base
+
+
+def test_invalid_sources_log_one_warning_per_build_naming_errors_and_validate(
+    make_engine: MakeEngine,
+    entry_factory: Callable[..., dict[str, Any]],
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "source.yaml").write_text('id: kb\nversion: "1"\n', encoding="utf-8")
+    for n in range(5):  # five entries without integrations: five blocking errors
+        (folder / f"e{n}.md").write_text(
+            f"---\nid: e.n{n}\ntitle: T{n}\nsummary: S{n}.\ndomain: e\n---\nBody.\n",
+            encoding="utf-8",
+        )
+    sources = load_sources(folder)
+    with caplog.at_level(logging.WARNING, logger="groundwire"):
+        engine = make_engine(GroundingConfig(sources=sources))
+        assert engine.ready() is False
+        outcome = engine.ground("body")
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1  # once per build, not once per turn
+    message = warnings[0].getMessage()
+    assert "5 validation error(s)" in message
+    assert "integrations-missing" in message
+    assert "(and 2 more)" in message
+    assert f"groundwire validate {folder}" in message
+    assert outcome.metadata.failure_reason == "index-not-ready"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="groundwire"):
+        engine.rebuild()
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from groundwire import GroundingEngine, IndexFormatError, KnowledgeBase, Scope
+from groundwire import (
+    GroundingConfig,
+    GroundingEngine,
+    IndexFormatError,
+    KnowledgeBase,
+    RetrievalConfig,
+    Scope,
+)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "snapshot-v1"
 QUERY = "how do I water drip lines in the morning"
@@ -67,7 +74,10 @@ def test_the_v1_fixture_keeps_phrases_relations_masks_and_entries(fixture: Knowl
 
 
 def test_the_v1_fixture_grounds_through_the_engine() -> None:
-    with GroundingEngine.from_snapshot(FIXTURE, expected_manifest_hash=SOURCE_HASH) as engine:
+    fixed_count = GroundingConfig(retrieval=RetrievalConfig(gate="off"))  # the seed's selection
+    with GroundingEngine.from_snapshot(
+        FIXTURE, fixed_count, expected_manifest_hash=SOURCE_HASH
+    ) as engine:
         outcome = engine.ground(QUERY)
     assert outcome.block is not None
     assert [c.tag for c in outcome.block.citations][:2] == [

@@ -430,9 +430,16 @@ def test_python_splits_on_top_level_definitions_with_symbols() -> None:
     assert [c.symbols for c in chunks] == [
         (),
         ("retry",),
-        ("Client", "send", "close"),  # a class too long for one chunk is split
-        ("Client", "send", "close"),
+        ("Client",),  # a class too long for one chunk is split: each piece names what it
+        ("send", "close"),  # defines, and keeps the class as its heading
         ("main",),
+    ]
+    assert [c.headings for c in chunks] == [
+        (),
+        ("def retry",),
+        ("class Client",),
+        ("class Client",),
+        ("async def main",),
     ]
     assert chunks[0].text.startswith('"""Module docstring."""')
     assert chunks[1].text.startswith("# Retries with backoff.\n@decorator\ndef retry")
@@ -471,6 +478,7 @@ def test_other_languages_split_on_column_zero_definitions() -> None:
     assert ("helper",) in symbols
     send = next(c for c in chunks if c.symbols == ("send",))
     assert send.text.startswith("// Sends a request.")
+    assert send.headings == ("export async function send",)
     go = "package main\n\nfunc (s *Server) Start() error {\n\treturn nil\n}\n\n"
     go += "type Server struct{}\n"
     chunks = chunk_text(go, "s.go", kind="go", config=ChunkingConfig(size=50, overlap=0))

@@ -446,3 +446,15 @@ def test_handbook_loads_with_80_entries(handbook_path: Path) -> None:
         # each file is named after the entry it holds
         assert path.name == f"{entry['id']}.md"  # type: ignore[index]
     assert len(set(source.entry_origins)) == 80
+
+
+def test_entry_front_matter_counts_entry_like_markdown_files(tmp_path: Path) -> None:
+    from groundwire.ingest.sources import entry_front_matter
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.md").write_text("---\nid: a\nsummary: S\n---\nBody\n", encoding="utf-8")
+    (tmp_path / "sub" / "b.md").write_text("---\ntitle: Guide\n---\n# Guide\n", encoding="utf-8")
+    (tmp_path / "c.md").write_text("# No front matter\n", encoding="utf-8")
+    (tmp_path / "README.md").write_text("---\nid: r\ndomain: d\n---\n", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("---\nid: t\ndomain: d\n---\n", encoding="utf-8")
+    assert entry_front_matter(tmp_path) == (1, 3)

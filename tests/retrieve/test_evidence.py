@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import groundwire as gw
 from groundwire import (
     Chunk,
     ChunkingConfig,
@@ -115,7 +116,8 @@ def scores_by_id(result: EvidenceResult) -> dict[str, float]:
     return {excerpt.id: excerpt.score for excerpt in result.excerpts}
 
 
-WIDE = {"limit": 100, "candidate_limit": 1000, "max_total_tokens": 1_000_000}
+#: Every matching chunk, the fixed-count way (the relevance gate has its own tests).
+WIDE = {"limit": 100, "candidate_limit": 1000, "max_total_tokens": 1_000_000, "gate": "off"}
 
 
 # --- authorization before ranking ---------------------------------------------------------------
@@ -496,10 +498,11 @@ def test_excerpts_carry_provenance_and_cite_the_source_version() -> None:
 
 
 # --- status and reasons ---------------------------------------------------------------------------
-def test_reasons_are_the_documented_four() -> None:
+def test_reasons_are_the_documented_five() -> None:
     assert EVIDENCE_REASONS == (
         "no-match",
         "below-min-score",
+        "low-relevance",
         "too-few-sources",
         "budget-exhausted",
     )
@@ -722,8 +725,13 @@ def test_every_setting_is_validated_with_its_name(option: str, value: object) ->
 
 def test_bad_question_and_kb() -> None:
     kb = build(chunks_of(TEXTS))
-    with pytest.raises(QueryError, match="max_query_chars"):
-        retrieve_evidence(kb, "x" * 9000)
+    pasted = "webhook " + "and then " * 2_000 + "signature"
+    cut = retrieve_evidence(kb, pasted)
+    assert cut.truncated_query is True
+    assert cut.question.startswith("webhook ")
+    assert cut.question.endswith(" signature")
+    assert len(cut.question) <= EvidenceSettings().max_query_chars
+    assert retrieve_evidence(kb, "webhook signature").truncated_query is False
     with pytest.raises(QueryError, match="must be a string"):
         retrieve_evidence(kb, 42)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="expected a KnowledgeBase"):
@@ -805,3 +813,67 @@ def test_any_denial_equals_an_index_built_without_the_denied_sources(
         assert mine.score == pytest.approx(theirs.score, abs=1e-12, rel=0)
         assert (mine.start, mine.end, mine.text) == (theirs.start, theirs.end, theirs.text)
     assert with_denial.reason == reference.reason
+
+
+# --- code: a chunk that defines a name ranks first for it ---------------------------------------
+CODE = '''"""Webhook helpers."""
+
+
+def verify_signature(raw_body, header, secret):
+    """Check the signature header of one webhook delivery."""
+    return header == secret
+
+
+def request(path):
+    """Send one request."""
+    return path
+'''
+USES = (
+    "Call verify_signature(raw_body, header, secret) on every delivery; verify_signature "
+    "returns False when the signature header does not match. verify_signature is cheap."
+)
+
+
+def _code_kb() -> KnowledgeBase:
+    documents = [
+        gw.LoadedDocument(
+            "hooks.py",
+            "hooks.py",
+            "code",
+            "hooks.py",
+            CODE,
+            "0" * 64,
+            "0" * 64,
+            metadata={"language": "python"},
+        ),
+        gw.LoadedDocument("guide.md", "guide.md", "markdown", "Guide", USES, "1" * 64, "1" * 64),
+    ]
+    chunks = [
+        c for d in documents for c in gw.chunk_document(d, ChunkingConfig(size=120, overlap=0))
+    ]
+    return KnowledgeBase.from_documents(chunks_to_documents(chunks), chunk_settings())
+
+
+def test_the_chunk_defining_a_name_ranks_first_for_it() -> None:
+    kb = _code_kb()
+    defining = next(e.id for e in kb if "verify_signature" in e.metadata.get("symbols", ()))
+    assert kb.get(defining).title.endswith("def verify_signature")  # type: ignore[union-attr]
+    # The guide mentions the name three times; the definition still wins, as search and
+    # as evidence.
+    assert kb.search("verify_signature", k=1)[0].id == defining
+    evidence = retrieve_evidence(kb, "verify_signature")
+    assert evidence.excerpts[0].id == defining
+    assert evidence.excerpts[0].heading == "def verify_signature"
+    assert "verifi signatur" in kb.alias_index
+
+
+def test_plain_word_names_and_non_code_keys_are_not_phrase_keys() -> None:
+    kb = _code_kb()
+    assert "request" not in kb.alias_index  # a plain word would match ordinary questions
+    json_doc = gw.LoadedDocument(
+        "c.json", "c.json", "json", "c.json", '{"api_key": "x"}', "2" * 64, "2" * 64
+    )
+    json_kb = KnowledgeBase.from_documents(
+        chunks_to_documents(gw.chunk_document(json_doc, ChunkingConfig())), chunk_settings()
+    )
+    assert json_kb.alias_index == {}

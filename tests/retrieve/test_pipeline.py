@@ -1,4 +1,9 @@
-"""The per-turn selection pipeline (stages A–J): eligibility, boosts, turns, order, expansion."""
+"""The per-turn selection pipeline (stages A–J): eligibility, boosts, turns, order, expansion.
+
+These are the seed's fixed-count semantics, so every selection here runs with
+``gate="off"`` unless a test says otherwise; the relevance gate has its own tests
+(``test_gate.py``).
+"""
 
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ def run(
     **config: Any,
 ) -> Selection:
     request = RetrievalRequest(query, turns, scope if scope is not None else Scope())
+    config.setdefault("gate", "off")
     return retrieve(kb, request, RetrievalConfig(**config), blocked)
 
 
@@ -545,13 +551,20 @@ def test_confidence_low_for_a_single_weak_candidate(entry: Entry, build_kb: Buil
 # -- query validation -----------------------------------------------------------------------------
 
 
-def test_query_over_max_chars_is_rejected(entry: Entry, build_kb: Build) -> None:
-    kb = build_kb(entry("a.one", summary="zebra"))
-    assert ids(run(kb, "zebra" + " " * 5, max_query_chars=10)) == ["a.one"]
-    with pytest.raises(QueryError, match="max_query_chars"):
-        run(kb, "zebra" + " " * 6, max_query_chars=10)
-    with pytest.raises(QueryError):
-        run(kb, "zebra " * 2000)  # default limit 8,000
+def test_query_over_max_chars_is_cut_keeping_start_and_end(entry: Entry, build_kb: Build) -> None:
+    kb = build_kb(entry("a.one", summary="zebra"), entry("a.two", summary="giraffe"))
+    within = run(kb, "zebra" + " " * 5, max_query_chars=10)
+    assert ids(within) == ["a.one"]
+    assert within.truncated_query is False
+    pasted = "zebra " + "x " * 10_000 + "giraffe"  # a pasted log: what failed, then where
+    cut = run(kb, pasted)
+    assert cut.truncated_query is True
+    assert 7_900 < len(cut.query) <= 8_000
+    assert cut.query.startswith("zebra ")
+    assert cut.query.endswith(" giraffe")
+    assert set(ids(cut)) == {"a.one", "a.two"}  # both ends still reach the ranking
+    with pytest.raises(QueryError, match="must be a string"):
+        run(kb, None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -32,8 +32,31 @@ _LOG_HANDLER = _OneLineLog()
 COMMAND_ORDER = ("ground", "search", "ask", "status", "validate", "index", "ingest", "eval")
 
 
+def _plain_arguments(command: Any) -> None:
+    """Show each positional argument as its metavar: ``KB``, ``PATH...``.
+
+    Typer prints an argument's Python type after it (``KB <path>``, ``PATH...
+    <list[Path]>``) and wraps required ones in braces on the usage line (``{KB}``);
+    the metavars already say what to pass. Instance attributes shadow those two methods.
+    """
+    for param in getattr(command, "params", ()):
+        if getattr(param, "param_type_name", "") != "argument" or param.metavar is None:
+            continue
+        many = param.nargs != 1 and not param.metavar.endswith("...")
+        shown = param.metavar + ("..." if many else "")
+        param.display_type_rich = lambda ctx: None
+        param._usage_display_name = lambda shown=shown: shown
+
+
 class _CleanErrors(TyperGroup):
     """A command group that reports every error as one ``error:`` line on stderr."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command, with arguments shown by their metavar alone (see _plain_arguments)."""
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _plain_arguments(command)
+        return command
 
     def list_commands(self, ctx: Any) -> list[str]:
         """Command names in :data:`COMMAND_ORDER`, then any others as registered."""
@@ -83,6 +106,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    # Plain help text: rich markup would eat bracketed text such as "[default: 5]" or
+    # "[KB:id@version]", and its panels print <bool> after every flag.
+    rich_markup_mode=None,
 )
 
 

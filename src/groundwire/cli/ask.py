@@ -28,9 +28,9 @@ from groundwire import (
 from groundwire.cli.app import app
 from groundwire.cli.inputs import (
     Documents,
+    fail_not_ready,
     is_documents,
     load_kb,
-    not_ready,
     open_documents,
     open_engine,
 )
@@ -42,6 +42,7 @@ from groundwire.cli.output import (
     fail,
     make_console,
     print_json,
+    quiet_library_warnings,
 )
 from groundwire.config import OPENAI_COMPATIBLE_PRESETS
 
@@ -74,8 +75,26 @@ def _ask_provider(name: str, model: str | None, base_url: str | None) -> Any:
         raise typer.BadParameter(
             f"no model given: pass --model NAME or set {env}", param_hint="'--model'"
         )
+    _require_key(key, base_url)
     spec = f"{key}:{model}" if model else key
     return create_provider(spec, **({"base_url": base_url} if base_url else {}))
+
+
+def _require_key(provider: str, base_url: str | None) -> None:
+    """A usage error naming the environment variable (or flag) when no key is set."""
+    if provider == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
+        raise typer.BadParameter(
+            "no API key for anthropic: set ANTHROPIC_API_KEY (ask reads keys from the "
+            "environment only, never from a flag)",
+            param_hint="'--provider'",
+        )
+    local = base_url or os.environ.get("OPENAI_BASE_URL")
+    if provider == "openai" and not local and not os.environ.get("OPENAI_API_KEY"):
+        raise typer.BadParameter(
+            "no API key for openai: set OPENAI_API_KEY, or pass --base-url URL (or set "
+            "OPENAI_BASE_URL) for a local OpenAI-compatible server, which needs none",
+            param_hint="'--provider'",
+        )
 
 
 def _check_json(check: CitationCheck) -> dict[str, Any]:
@@ -202,13 +221,13 @@ def _ask_knowledge(
         raise QueryError(
             f"question has {len(question):,} characters, over the limit of {longest:,}"
         )
-    with open_engine(kb, config) as engine:
+    with quiet_library_warnings(), open_engine(kb, config) as engine:  # errors listed below
         engine.ready()
         outcome = engine.ground(question)
         status = engine.status()
     reason = outcome.metadata.failure_reason
     if reason == "index-not-ready":
-        fail(not_ready(kb, status))
+        fail_not_ready(kb, status)
     block = outcome.block
     if block is None:  # fail open, as generate does: answer without knowledge, and say so
         echo_line(

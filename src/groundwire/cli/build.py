@@ -23,7 +23,13 @@ from groundwire import (
     normalize_and_validate,
 )
 from groundwire.cli.app import app
-from groundwire.cli.inputs import chunk_all, load_kb, nothing_to_index, validate_hint
+from groundwire.cli.inputs import (
+    chunk_all,
+    load_kb,
+    nothing_to_index,
+    validate_hint,
+    warn_entry_files,
+)
 from groundwire.cli.options import JsonOpt
 from groundwire.cli.output import (
     facts_table,
@@ -224,6 +230,7 @@ def ingest(
             progress.update(reading, completed=done, total=total)
 
         started = time.perf_counter()
+        warn_entry_files(paths)
         result = load_documents(paths, progress=loaded)
         chunking = progress.add_task("chunking", total=len(result.documents))
         chunks, files, failed = chunk_all(

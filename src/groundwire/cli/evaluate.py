@@ -140,7 +140,7 @@ def eval_(
             "--compare",
             help="Also run bm25s (Lucene BM25, k1 1.5, b 0.75, the same stemmer and stop "
             "words) on the same data and print both rows and the ratios; needs "
-            "pip install 'groundwire\\[bench]'.",  # rich would read [bench] as markup
+            "pip install 'groundwire[bench]'.",
             show_default=False,
         ),
     ] = False,

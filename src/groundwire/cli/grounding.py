@@ -15,11 +15,12 @@ from groundwire import (
     ContextConfig,
     EvidenceResult,
     GroundingConfig,
+    GroundingMetadata,
     GroundingOutcome,
     Hit,
     HybridSettings,
     KnowledgeBase,
-    QueryError,
+    RetrievalConfig,
     Scope,
     ValidationFailedError,
     retrieve_evidence,
@@ -29,16 +30,16 @@ from groundwire.cli.app import app
 from groundwire.cli.inputs import (
     EVIDENCE_DEFAULTS,
     Documents,
+    fail_not_ready,
     is_documents,
     load_kb,
-    not_ready,
     open_documents,
     open_engine,
     parse_turns,
     reject_options,
     validate_hint,
 )
-from groundwire.cli.options import BlockedOpt, JsonOpt, KbOrDocsArg, QueryArg
+from groundwire.cli.options import BlockedOpt, GateMode, GateOpt, JsonOpt, KbOrDocsArg, QueryArg
 from groundwire.cli.output import (
     BROKEN,
     EVIDENCE_REASONS,
@@ -49,6 +50,7 @@ from groundwire.cli.output import (
     make_console,
     plural,
     print_json,
+    quiet_library_warnings,
     skipped_json,
     top_fields,
 )
@@ -64,6 +66,7 @@ from groundwire.cli.vectors import (
 from groundwire.config import DEFAULT_LOCAL_MODEL, EvidenceSettings
 
 _DEFAULT_MAX_TOKENS = ContextConfig().max_tokens
+TRUNCATED_HINT = "hint: the query was longer than the limit and was cut (start and end kept)"
 
 
 def _outcome_json(outcome: GroundingOutcome) -> dict[str, Any]:
@@ -88,7 +91,14 @@ def _outcome_json(outcome: GroundingOutcome) -> dict[str, Any]:
             "duration_ms": meta.duration_ms,
             "confidence": meta.confidence,
             "failure_reason": meta.failure_reason,
+            "truncated_query": meta.truncated_query,
+            "out_of_scope_count": meta.out_of_scope_count,
+            "out_of_scope_integrations": list(meta.out_of_scope_integrations),
         },
+        "candidates": [
+            {"id": item.entry.id, "score": item.score, "coverage": item.coverage}
+            for item in (outcome.retrieval.candidates if outcome.retrieval else ())
+        ],
     }
 
 
@@ -108,6 +118,13 @@ def _print_outcome(outcome: GroundingOutcome, max_tokens: int) -> None:
     else:
         reason = meta.failure_reason or "error"
         console.print(Text(f"No knowledge block ({reason}): {REASONS[reason]}", style="yellow"))
+        retrieval = outcome.retrieval
+        if reason == "low-relevance" and retrieval is not None:
+            console.rule("Candidates (not sent)")
+            for item in retrieval.candidates[:5]:
+                coverage = f"{item.coverage:.0%}" if item.coverage is not None else "-"
+                text = f"{item.entry.id}  score {item.score:.2f}  covers {coverage}"
+                console.print(Text(text), soft_wrap=True)
     console.rule("Metadata")
     console.print(
         facts_table(
@@ -123,6 +140,24 @@ def _print_outcome(outcome: GroundingOutcome, max_tokens: int) -> None:
             ]
         )
     )
+    for line in outcome_hints(meta):
+        console.print(Text(line, style="yellow"), soft_wrap=True)
+
+
+def outcome_hints(meta: GroundingMetadata) -> list[str]:
+    """What a person can do about this turn: enable integrations, shorten the query."""
+    hints = []
+    if meta.out_of_scope_count:
+        names = meta.out_of_scope_integrations
+        flags = " ".join(f"--integration {name}" for name in names)
+        hints.append(
+            f"hint: {plural(meta.out_of_scope_count, 'entry', 'entries')} for "
+            f"{', '.join(names)} matched but {'is' if meta.out_of_scope_count == 1 else 'are'} "
+            f"out of scope; pass {flags} to include them"
+        )
+    if meta.truncated_query:
+        hints.append(TRUNCATED_HINT)
+    return hints
 
 
 def _evidence_json(result: EvidenceResult, docs: Documents, duration_ms: float) -> dict[str, Any]:
@@ -155,6 +190,7 @@ def _evidence_json(result: EvidenceResult, docs: Documents, duration_ms: float) 
             "context_truncated": result.context_truncated,
             "sources": len(result.source_ids),
             "duration_ms": round(duration_ms, 3),
+            "truncated_query": result.truncated_query,
         },
         "settings": result.settings.as_dict(),
         "documents": {
@@ -205,6 +241,8 @@ def _print_evidence(result: EvidenceResult, docs: Documents, duration_ms: float)
     )
     for item in docs.skipped:
         console.print(Text(f"skipped {item.path}: {item.reason}", style="yellow"), soft_wrap=True)
+    if result.truncated_query:
+        console.print(Text(TRUNCATED_HINT, style="yellow"), soft_wrap=True)
 
 
 _DOCS_ONLY = "Documents only:"
@@ -280,6 +318,7 @@ def ground(
             show_default=False,
         ),
     ] = None,
+    gate: GateOpt = GateMode.relevance,
     as_json: JsonOpt = False,
 ) -> None:
     """Select the knowledge one turn needs and print the block an LLM would receive.
@@ -300,19 +339,17 @@ def ground(
     if is_documents(kb):
         reject_options(True, integration=integration, blocked_domain=blocked_domain, turn=turn)
         given = {name: value for name, value in documents_only.items() if value is not None}
-        _ground_documents(kb, query, as_json, max_total_tokens=max_tokens, **given)
+        _ground_documents(kb, query, as_json, max_total_tokens=max_tokens, gate=gate.value, **given)
         return
     reject_options(False, **documents_only)
     turns = parse_turns(turn or ())
     config = GroundingConfig(
         sources=() if KnowledgeBase.is_snapshot(kb) else load_kb(kb),
         blocked_domains=tuple(blocked_domain or ()),
+        retrieval=RetrievalConfig(gate=gate.value),
         context=ContextConfig(max_tokens=max_tokens),
     )
-    limit = config.retrieval.max_query_chars
-    if len(query) > limit:  # the engine would fail open; on the command line it is a usage error
-        raise QueryError(f"query has {len(query):,} characters, over the limit of {limit:,}")
-    with open_engine(kb, config) as engine:
+    with quiet_library_warnings(), open_engine(kb, config) as engine:  # errors listed below
         engine.ready()
         outcome = engine.ground(query, recent_turns=turns, scope=Scope(tuple(integration or ())))
         status = engine.status()
@@ -322,7 +359,7 @@ def ground(
         _print_outcome(outcome, max_tokens)
     reason = outcome.metadata.failure_reason
     if reason == "index-not-ready":
-        fail(not_ready(kb, status))
+        fail_not_ready(kb, status)
     if reason in BROKEN:
         fail(REASONS[str(reason)])
 
@@ -330,9 +367,6 @@ def ground(
 def _ground_documents(path: Path, query: str, as_json: bool, **options: Any) -> None:
     """Evidence for ``query`` from the documents at ``path`` (options: retrieve_evidence's)."""
     EvidenceSettings(**options)  # bad values are usage errors before any file is read
-    longest = EVIDENCE_DEFAULTS.max_query_chars
-    if len(query) > longest:
-        raise QueryError(f"query has {len(query):,} characters, over the limit of {longest:,}")
     docs = open_documents(path)
     started = time.perf_counter()
     result = retrieve_evidence(docs.kb, query, **options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import typer
 
@@ -28,9 +28,9 @@ from groundwire import (
     load_documents,
     load_sources,
 )
-from groundwire.cli.output import ROLES, fail, plural
+from groundwire.cli.output import ROLES, echo_line, fail, plural
 from groundwire.config import EvidenceSettings, chunk_settings
-from groundwire.ingest.sources import SOURCE_MANIFEST
+from groundwire.ingest.sources import SOURCE_MANIFEST, entry_front_matter
 
 
 def load_kb(kb: Path) -> list[KnowledgeSource]:
@@ -61,13 +61,14 @@ def parse_turns(values: Sequence[str]) -> tuple[Turn, ...]:
     return tuple(turns)
 
 
-def not_ready(kb: Path, status: GroundingStatus) -> str:
-    """Why the engine has no snapshot, naming the first validation error if any."""
+def fail_not_ready(kb: Path, status: GroundingStatus) -> NoReturn:
+    """Exit 1 saying why the engine has no snapshot: every validation error, one ``error:``
+    line each, then what to run (``groundwire validate``)."""
     message = f"the knowledge base is not ready: {status.last_error or 'it did not build'}"
     errors = [issue for issue in status.validation_issues if issue.severity == "error"]
-    if errors:
-        message += f"; first: {errors[0].describe()}" + validate_hint(kb)
-    return message
+    for issue in errors:
+        echo_line("error", issue.describe())
+    fail(message + (validate_hint(kb) if errors else ""))
 
 
 def validate_hint(kb: Path) -> str:
@@ -152,12 +153,33 @@ def nothing_to_index(paths: Sequence[Path], skipped: Sequence[SkippedSource]) ->
     )
 
 
+def warn_entry_files(paths: Sequence[Path]) -> None:
+    """Say so when a folder read as documents holds knowledge entries without source.yaml.
+
+    Such a folder is indexed as documents (its files become cited excerpts): a source
+    version is what entry citations pin, and it only comes from ``source.yaml``.
+    """
+    for path in paths:
+        if not path.is_dir() or KnowledgeBase.is_snapshot(path):
+            continue
+        entries, looked = entry_front_matter(path)
+        if entries:
+            echo_line(
+                "warning",
+                f"{path} has no {SOURCE_MANIFEST}, so it is read as documents, although "
+                f"{entries} of {plural(looked, 'Markdown file')} carry knowledge entry front "
+                f"matter; to index them as entries add {path / SOURCE_MANIFEST} with 'id' and "
+                "'version'",
+            )
+
+
 def open_documents(path: Path) -> Documents:
     """Load, chunk and index documents (or open an ingested snapshot)."""
     if KnowledgeBase.is_snapshot(path):
         kb = KnowledgeBase.load(path)
         files = len({str(entry.metadata.get("source_id")) for entry in kb})
         return Documents(kb, files, len(kb), ())
+    warn_entry_files([path])
     loaded = load_documents(path)
     chunks, files, failed = chunk_all(loaded.documents, ChunkingConfig())
     skipped = (*loaded.skipped, *failed)

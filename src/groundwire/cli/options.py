@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -41,5 +42,22 @@ BlockedOpt = Annotated[
         metavar="NAME",
         help="Exclude entries of this domain before ranking (repeatable, case-insensitive).",
         show_default=False,
+    ),
+]
+
+
+class GateMode(StrEnum):
+    """The relevance gate's modes (``RetrievalConfig.gate``, ``retrieve_evidence(gate=)``)."""
+
+    relevance = "relevance"
+    off = "off"
+
+
+GateOpt = Annotated[
+    GateMode,
+    typer.Option(
+        "--gate",
+        help="relevance: send only what the question supports, possibly nothing; off: the "
+        "fixed count (8 entries and 4 related ones, or the --limit best excerpts).",
     ),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -40,6 +41,7 @@ REASONS = {
     "empty-query": "the query is empty",
     "index-not-ready": "the knowledge base did not build",
     "no-match": "no eligible entry matched the query",
+    "low-relevance": "entries matched, but none well enough to send (see the candidates)",
     "budget-exhausted": "no selected entry fits in the token budget",
     "timeout": "grounding took longer than its time budget",
     "error": "grounding failed unexpectedly",
@@ -49,6 +51,7 @@ REASONS = {
 EVIDENCE_REASONS = {
     "no-match": "no document matched the query",
     "below-min-score": "no excerpt scored at least --min-score",
+    "low-relevance": "chunks matched, but none well enough to send",
     "too-few-sources": "fewer distinct documents matched than --min-sources",
     "budget-exhausted": "the excerpts do not fit in the token budget",
 }
@@ -68,9 +71,48 @@ def fail(message: str, code: int = EXIT_DATA) -> NoReturn:
     raise typer.Exit(code)
 
 
+@contextmanager
+def quiet_library_warnings() -> Iterator[None]:
+    """Hold back the library's warnings (a command reports the same facts itself)."""
+    library = logging.getLogger("groundwire")
+    level = library.level
+    library.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        library.setLevel(level)
+
+
+#: Width of a console whose output goes to a pipe or a file: wide enough that nothing is
+#: wrapped, since nothing pads to the full width there (see ``_Output``).
+PIPED_WIDTH = 100_000
+
+
+class _Output(Console):
+    """The stdout console: rich on a terminal; piped or redirected, plain lines that are
+    neither wrapped nor padded to 80 columns (rules become one short line)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Print; piped, without the spaces rich pads table cells and lines with."""
+        if self.is_terminal:
+            super().print(*objects, **kwargs)
+            return
+        with self.capture() as captured:
+            super().print(*objects, **kwargs)
+        self.file.write("\n".join(line.rstrip() for line in captured.get().split("\n")))
+
+    def rule(self, title: Any = "", *args: Any, **kwargs: Any) -> None:
+        """A horizontal rule on a terminal; ``── title ──`` otherwise."""
+        if self.is_terminal:
+            super().rule(title, *args, **kwargs)
+        else:
+            self.print(Text(f"── {title} ──" if title else "──"), soft_wrap=True)
+
+
 def make_console() -> Console:
-    # Made per call so output follows the current sys.stdout (CliRunner swaps it).
-    return Console(highlight=False)
+    """A console on the current stdout (made per call: CliRunner swaps sys.stdout)."""
+    probe = Console()
+    return _Output(highlight=False, width=None if probe.is_terminal else PIPED_WIDTH)
 
 
 def print_json(data: Any) -> None:
@@ -93,13 +135,30 @@ def issue_json(issue: ValidationIssue) -> dict[str, Any]:
     }
 
 
-def facts_table(rows: Sequence[tuple[str, str]]) -> Table:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    for name, value in rows:
-        grid.add_row(name, Text(value))
-    return grid
+class _Facts:
+    """Name/value rows: an aligned grid on a terminal; piped, one ``name  value`` line
+    each, without trailing spaces."""
+
+    def __init__(self, rows: Sequence[tuple[str, str]]) -> None:
+        self.rows = rows
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterator[Any]:
+        if console.is_terminal:
+            grid = Table.grid(padding=(0, 2))
+            grid.add_column(style="bold")
+            grid.add_column()
+            for name, value in self.rows:
+                grid.add_row(name, Text(value))
+            yield grid
+            return
+        width = max((len(name) for name, _ in self.rows), default=0)
+        for name, value in self.rows:
+            yield Text(f"{name.ljust(width)}  {value}".rstrip())
+
+
+def facts_table(rows: Sequence[tuple[str, str]]) -> _Facts:
+    """Name/value rows for ``console.print`` (see :class:`_Facts`)."""
+    return _Facts(rows)
 
 
 def print_issues(console: Console, issues: Sequence[ValidationIssue]) -> None:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from typing import Any, Literal
 
 from groundwire.config import GroundingConfig
@@ -24,6 +25,7 @@ from groundwire.context import assemble_context
 from groundwire.errors import ConfigError, QueryError
 from groundwire.index.cache import SnapshotCache, default_cache
 from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.ingest.sources import SOURCE_MANIFEST
 from groundwire.model import (
     FailureReason,
     GroundingMetadata,
@@ -36,7 +38,7 @@ from groundwire.model import (
     Turn,
     ValidationIssue,
 )
-from groundwire.retrieve import RetrievalRequest, retrieve
+from groundwire.retrieve import RetrievalRequest, Selection, retrieve
 
 __all__ = ["GroundingEngine", "create_grounding_engine"]
 
@@ -133,10 +135,12 @@ class GroundingEngine:
             else:
                 self._issues = result.issues
                 if result.knowledge_base is None:
-                    errors = sum(1 for i in result.issues if i.severity == "error")
+                    errors = [i for i in result.issues if i.severity == "error"]
                     self._last_error = (
-                        f"validation failed with {errors} error(s); the snapshot was not installed"
+                        f"validation failed with {len(errors)} error(s); "
+                        "the snapshot was not installed"
                     )
+                    logger.warning(_invalid_sources(errors, sources))
                 else:
                     self._snapshot = result.knowledge_base  # atomic reference swap
                     self._last_error = None
@@ -346,24 +350,60 @@ class GroundingEngine:
             [item.entry for item in selection.primary], selection.expanded, config.context
         )
         retrieval = RetrievalResult(
-            query=query,
+            query=selection.query,
             primary=selection.primary,
             expanded=selection.expanded,
             candidate_count=selection.candidate_count,
             confidence=selection.confidence,
             context=context,
             duration_ms=self._elapsed(started),
+            candidates=selection.candidates,
         )
         if not selection.primary:
-            return self._failure("no-match", started, retrieval)
+            reason: FailureReason = "low-relevance" if selection.candidates else "no-match"
+            return self._outcome(None, retrieval, reason, selection)
         if not context.text:
-            return self._failure("budget-exhausted", started, retrieval)
+            return self._outcome(None, retrieval, "budget-exhausted", selection)
         block = KnowledgeBlock(
             content=context.text,
             citations=context.citations,
             metadata={"confidence": retrieval.confidence},
         )
-        return GroundingOutcome(block, _metadata(retrieval, None), retrieval)
+        return self._outcome(block, retrieval, None, selection)
+
+    def _outcome(
+        self,
+        block: KnowledgeBlock | None,
+        retrieval: RetrievalResult,
+        reason: FailureReason | None,
+        selection: Selection,
+    ) -> GroundingOutcome:
+        metadata = replace(
+            _metadata(retrieval, reason),
+            truncated_query=selection.truncated_query,
+            out_of_scope_count=selection.scope_hint.count,
+            out_of_scope_integrations=selection.scope_hint.integrations,
+        )
+        return GroundingOutcome(block, metadata, retrieval)
+
+
+#: Validation errors named in the build warning; the rest are counted.
+_ERRORS_NAMED = 3
+
+
+def _invalid_sources(
+    errors: Sequence[ValidationIssue], sources: Sequence[KnowledgeSource | Mapping[str, Any]]
+) -> str:
+    """The once-per-build warning for sources that failed validation."""
+    named = "; ".join(issue.describe() for issue in errors[:_ERRORS_NAMED])
+    more = f" (and {len(errors) - _ERRORS_NAMED} more)" if len(errors) > _ERRORS_NAMED else ""
+    origins = [s.origin for s in sources if isinstance(s, KnowledgeSource) and s.origin]
+    path = os.path.dirname(origins[0]) if origins and origins[0].endswith(SOURCE_MANIFEST) else ""
+    where = f"groundwire validate {path or (origins[0] if origins else 'PATH')}"
+    return (
+        f"knowledge base not installed: {len(errors)} validation error(s), first: {named}{more}; "
+        f"list them all with '{where}' (or normalize_and_validate(sources).issues)"
+    )
 
 
 def _metadata(retrieval: RetrievalResult, reason: FailureReason | None) -> GroundingMetadata:

@@ -13,7 +13,8 @@
    at no more than ``max_total_tokens``.
 
 The result is ``ready``, or ``insufficient`` with a reason, checked in this order:
-``no-match`` (no allowed chunk matched), ``below-min-score``, ``too-few-sources``
+``no-match`` (no allowed chunk matched), ``below-min-score``, ``low-relevance`` (the
+relevance gate kept nothing), ``too-few-sources``
 (fewer than ``min_sources`` distinct sources qualify), ``budget-exhausted`` (the
 budget left no excerpt, or fewer than ``min_sources`` sources). An insufficient
 result carries no excerpts and no block.
@@ -35,6 +36,7 @@ from groundwire.config import (
     DEFAULT_MIN_SOURCES,
     EvidenceSettings,
     HybridSettings,
+    RelevanceGate,
     estimate_tokens,
 )
 from groundwire.context.evidence import BudgetReason, PackedEvidence, pack_evidence
@@ -83,6 +85,7 @@ class EvidenceResult:
     denied_sources: int
     authorization_errors: tuple[str, ...]
     settings: EvidenceSettings
+    truncated_query: bool = False
 
     @property
     def ready(self) -> bool:
@@ -123,6 +126,7 @@ def _result(selection: EvidenceSelection, packed: PackedEvidence | None) -> Evid
         denied_sources=selection.denied_sources,
         authorization_errors=selection.authorization_errors,
         settings=selection.settings,
+        truncated_query=selection.truncated_query,
     )
 
 
@@ -143,6 +147,8 @@ def retrieve_evidence(
     hybrid: HybridSettings | None = None,
     vectors: VectorIndex | None = None,
     embedder: Embedder | None = None,
+    gate: Literal["relevance", "off"] = "relevance",
+    relevance: RelevanceGate | None = None,
 ) -> EvidenceResult:
     """Authorized, ranked, merged, diversified and token-bounded excerpts for ``question``.
 
@@ -150,10 +156,12 @@ def retrieve_evidence(
     ``authorize(principal, source) -> bool`` is called once per source before ranking
     (pass both or neither). Bounds default to :class:`~groundwire.config.EvidenceSettings`.
     ``hybrid`` selects dense or hybrid ranking (with ``vectors`` of ``kb`` and the
-    ``embedder`` that built them); the default is BM25.
+    ``embedder`` that built them); the default is BM25. ``gate="off"`` turns the
+    relevance gate off (``relevance`` sets its thresholds).
     Raises :class:`ConfigError` for a bad argument and :class:`QueryError` for a bad
-    question; finding nothing is a result (``insufficient``), not an error. The steps
-    and their order rules are in this module's docstring.
+    question (a too-long one is cut, never refused); finding nothing is a result
+    (``insufficient``), not an error. The steps and their order rules are in this
+    module's docstring.
     """
     check_knowledge_base(kb)  # a bad kb is reported before bad settings
     settings = EvidenceSettings(
@@ -165,6 +173,8 @@ def retrieve_evidence(
         candidate_limit=candidate_limit,
         max_query_chars=max_query_chars,
         token_estimator=token_estimator,
+        gate=gate,
+        relevance=relevance if relevance is not None else RelevanceGate(),
         hybrid=hybrid if hybrid is not None else HybridSettings(),
     )
     selection = select_evidence(

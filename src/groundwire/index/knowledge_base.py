@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from functools import partial
@@ -58,6 +59,9 @@ _STATUS_ONLY: tuple[Any, ...] = ((), None)  # eligibility key: nothing blocked, 
 WORD_CACHE_LIMIT = 65_536
 _NUMBER = (int, float)
 _NO_PHRASE_HITS: Set[int] = frozenset()
+#: A code name distinctive enough to be a phrase key: with an underscore, a digit or an
+#: inner capital (a plain word such as ``request`` would match ordinary questions).
+_CODE_NAME = re.compile(r"^(?=\w*(?:_|\d|[a-z][A-Z]))\w+$", re.M)
 # Hit._make without its Python-level frame: searches build up to k hits per query.
 _new_hit = partial(tuple.__new__, Hit)
 
@@ -962,6 +966,8 @@ def _document_entry(doc: Document | Mapping[str, Any], n: int) -> KnowledgeEntry
         raise KnowledgeIndexError(f"document {doc_id!r}: 'title' and 'text' must be strings")
     # A chunk's source version (chunks_to_documents), so it is cited as [KB:<id>@<version>].
     version = metadata.get("version", "") if isinstance(metadata, Mapping) else ""
+    code = isinstance(metadata, Mapping) and metadata.get("kind") == "code"
+    symbols = metadata.get("symbols", ()) if code else ()
     return KnowledgeEntry(
         id=doc_id,
         title=title,
@@ -969,6 +975,9 @@ def _document_entry(doc: Document | Mapping[str, Any], n: int) -> KnowledgeEntry
         domain="",
         integrations=(),
         body=text,
+        # Names a code chunk defines, written the way code writes them (snake_case,
+        # camelCase, digits), are phrase keys: a query naming one finds its definition.
+        aliases=tuple(_CODE_NAME.findall(_symbols(symbols))),
         version=version if isinstance(version, str) else "",
         metadata=dict(metadata),
     )

@@ -31,12 +31,17 @@ __all__ = [
 
 
 class Unit(NamedTuple):
-    """A contiguous range of text that should stay whole if it fits in one chunk."""
+    """A contiguous range of text that should stay whole if it fits in one chunk.
+
+    ``symbol_starts`` (parallel to ``symbols``, optional) says where each name is defined,
+    so a unit split into several chunks gives each chunk the names it defines.
+    """
 
     start: int
     end: int
     headings: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
+    symbol_starts: tuple[int, ...] = ()
 
 
 # --- headings -------------------------------------------------------------------------------
@@ -223,7 +228,17 @@ def _attach_leading(text: str, starts: list[int], line: int) -> int:
     return line
 
 
-def _python_definitions(text: str) -> list[tuple[int, tuple[str, ...]]] | None:
+class _Definition(NamedTuple):
+    """A top-level definition: where it starts (comments and decorators included), the
+    names it defines with where each is defined, and its heading (``class Client``)."""
+
+    start: int
+    names: tuple[str, ...]
+    name_starts: tuple[int, ...]
+    heading: str
+
+
+def _python_definitions(text: str) -> list[_Definition] | None:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -234,40 +249,61 @@ def _python_definitions(text: str) -> list[tuple[int, tuple[str, ...]]] | None:
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             continue
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
-        names = [node.name]
+        members = [node]
         if isinstance(node, ast.ClassDef):  # methods too, but not dunders like __init__
-            names += [
-                item.name
+            members += [
+                item
                 for item in node.body
                 if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
                 and not (item.name.startswith("__") and item.name.endswith("__"))
             ]
-        found.append((starts[_attach_leading(text, starts, first)], tuple(names)))
+        keyword = {"ClassDef": "class", "AsyncFunctionDef": "async def"}.get(
+            type(node).__name__, "def"
+        )
+        found.append(
+            _Definition(
+                starts[_attach_leading(text, starts, first)],
+                tuple(member.name for member in members),
+                tuple(starts[member.lineno - 1] for member in members),
+                f"{keyword} {node.name}",
+            )
+        )
+    return found
+
+
+def _pattern_definitions(text: str) -> list[_Definition]:
+    starts = _line_starts(text)
+    found = []
+    for match in _DEFINITION.finditer(text):
+        line = bisect.bisect_right(starts, match.start()) - 1
+        heading = " ".join(match.group(0).split())
+        start = starts[_attach_leading(text, starts, line)]
+        found.append(_Definition(start, (match.group(1),), (match.start(),), heading))
     return found
 
 
 def code_units(text: str, language: str) -> list[Unit]:
-    """Top-level definitions, each with the code up to the next one; symbols are their names.
+    """Top-level definitions, each with the code up to the next one; symbols are their names
+    and the heading is the definition (``def verify``, ``class Client``).
 
     Python is parsed with :mod:`ast` (classes also list their methods); other languages
     use a column-0 definition pattern. Text before the first definition is its own unit.
     """
     found = _python_definitions(text) if language == "python" else None
     if found is None:
-        starts = _line_starts(text)
-        found = []
-        for match in _DEFINITION.finditer(text):
-            line = bisect.bisect_right(starts, match.start()) - 1
-            found.append((starts[_attach_leading(text, starts, line)], (match.group(1),)))
-    bounds: list[tuple[int, tuple[str, ...]]] = [(0, ())]
-    for start, names in found:
-        if start == bounds[-1][0] and not bounds[-1][1]:
-            bounds[-1] = (start, names)
-        elif start > bounds[-1][0]:
-            bounds.append((start, names))
+        found = _pattern_definitions(text)
+    bounds: list[_Definition] = [_Definition(0, (), (), "")]
+    for definition in found:
+        if definition.start == bounds[-1].start and not bounds[-1].names:
+            bounds[-1] = definition
+        elif definition.start > bounds[-1].start:
+            bounds.append(definition)
     units: list[Unit] = []
-    for n, (start, names) in enumerate(bounds):
-        end = bounds[n + 1][0] if n + 1 < len(bounds) else len(text)
-        if end > start:
-            units.append(Unit(start, end, (), names))
+    for n, definition in enumerate(bounds):
+        end = bounds[n + 1].start if n + 1 < len(bounds) else len(text)
+        if end > definition.start:
+            heading = (definition.heading,) if definition.heading else ()
+            units.append(
+                Unit(definition.start, end, heading, definition.names, definition.name_starts)
+            )
     return units

@@ -128,19 +128,35 @@ def _restart(text: str, cut: int, overlap: int, floor: int) -> int:
     return at
 
 
+def _defined_in(unit: Unit, start: int, stop: int, first: bool) -> tuple[str, ...]:
+    """The names a unit defines in ``[start, stop)`` (all of them without positions; the
+    first piece also takes names defined before it, such as a decorated definition's)."""
+    if not unit.symbol_starts:
+        return unit.symbols
+    return tuple(
+        name
+        for name, at in zip(unit.symbols, unit.symbol_starts, strict=True)
+        if (first or start <= at) and at < stop
+    )
+
+
 def _window(text: str, unit: Unit, size: int, overlap: int, out: list[ChunkSpan]) -> None:
     """Split one range into chunks of at most ``size`` with the overlap rule."""
     position, end = unit.start, unit.end
+    first = True
     while True:
         start, stop = _trim(text, position, end)
         if start >= stop:
             return
         if stop - start <= size:
-            out.append(ChunkSpan(start, stop, unit.headings, unit.symbols))
+            symbols = _defined_in(unit, position, end, first)
+            out.append(ChunkSpan(start, stop, unit.headings, symbols))
             return
         cut = _cut(text, start + max(1, size // 2), start + size)
-        out.append(ChunkSpan(*_trim(text, start, cut), unit.headings, unit.symbols))
+        symbols = _defined_in(unit, position, cut, first)
+        out.append(ChunkSpan(*_trim(text, start, cut), unit.headings, symbols))
         position = _restart(text, cut, overlap, start)
+        first = False
 
 
 def _common_trail(trails: list[tuple[str, ...]]) -> tuple[str, ...]:

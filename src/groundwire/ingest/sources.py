@@ -21,10 +21,14 @@ from groundwire.errors import SourceError
 from groundwire.ingest.validate import coerce_source
 from groundwire.model import KnowledgeSource
 
-__all__ = ["SOURCE_MANIFEST", "load_sources", "read_front_matter"]
+__all__ = ["SOURCE_MANIFEST", "entry_front_matter", "load_sources", "read_front_matter"]
 
 #: The file that makes a folder a knowledge source.
 SOURCE_MANIFEST = "source.yaml"
+#: Front matter keys only a knowledge entry has (documents use ``title`` and little else).
+_ENTRY_KEYS = frozenset({"summary", "domain", "integrations"})
+#: Markdown files :func:`entry_front_matter` looks at, at most: a sample, not an audit.
+_ENTRY_SAMPLE = 200
 _FENCE = "---"
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv"})
 
@@ -145,6 +149,27 @@ def read_front_matter(path: Path) -> tuple[dict[str, Any], str]:
             f"{type(meta).__name__}"
         )
     return meta, "".join(lines[end + 1 :]).strip()
+
+
+def entry_front_matter(folder: Path) -> tuple[int, int]:
+    """How many Markdown files under ``folder`` (a sample of at most 200, README files left
+    out) carry knowledge entry front matter (``id`` plus ``summary``, ``domain`` or
+    ``integrations``), and how many were looked at. Unreadable files count as not."""
+    entries = looked = 0
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED_DIRS)
+        for name in sorted(filenames):
+            if not name.lower().endswith(".md") or name.lower() == "readme.md":
+                continue
+            if looked >= _ENTRY_SAMPLE:
+                return entries, looked
+            looked += 1
+            try:
+                meta, _ = read_front_matter(Path(dirpath) / name)
+            except SourceError:
+                continue
+            entries += "id" in meta and bool(_ENTRY_KEYS & set(meta))
+    return entries, looked
 
 
 def _load_folder(root: Path) -> list[KnowledgeSource]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from groundwire.config import CONFIDENCE_DOMINANCE_RATIO
+from groundwire.config import CONFIDENCE_DOMINANCE_RATIO, RelevanceGate
 from groundwire.model import Confidence, ScoredEntry
 
-__all__ = ["classify_confidence"]
+__all__ = ["classify_confidence", "gated_confidence"]
 
 _BOOSTS = ("exact", "alias")
 
@@ -30,4 +30,29 @@ def classify_confidence(candidates: Sequence[ScoredEntry]) -> Confidence:
         return "medium"
     if len(candidates) > 1 and top.score >= CONFIDENCE_DOMINANCE_RATIO * candidates[1].score:
         return "medium"
+    return "low"
+
+
+def gated_confidence(
+    kept: Sequence[ScoredEntry], settings: RelevanceGate, *, outranked: bool = False
+) -> Confidence:
+    """Classify what the relevance gate kept (best first), from the top entry's coverage.
+
+    ``none``: nothing kept. ``high``: the top entry holds at least ``high_coverage`` of
+    the query's information, or matched an id, title or alias phrase while holding at
+    least ``min_coverage``. ``medium``: it holds at least ``min_coverage``. ``low``: it
+    passed on partial evidence (two strong or several informative terms, a smaller
+    share), or ``outranked``: an entry outside the request's integration scope would
+    have ranked first.
+    """
+    if not kept:
+        return "none"
+    if outranked:
+        return "low"
+    top = kept[0]
+    coverage = top.coverage if top.coverage is not None else 0.0
+    if coverage >= settings.high_coverage:
+        return "high"
+    if coverage >= settings.min_coverage:
+        return "high" if top.exact or top.alias else "medium"
     return "low"

@@ -17,6 +17,7 @@ composed by :func:`groundwire.ground.evidence.retrieve_evidence`). Its steps, in
    nothing is excluded this reads the precomputed rows; otherwise
    :func:`~groundwire.retrieve.restricted.restricted_scores` recomputes every statistic
    without the excluded chunks: an excluded chunk changes no score and takes no slot.
+   A code chunk whose defined name the question holds gets the alias boost.
    With ``settings.hybrid.mode`` ``"dense"`` or ``"hybrid"`` the dense channel (the
    question's embedding against the chunks' vectors, over the same allowed chunks) is
    used alone or fused with BM25 (:mod:`groundwire.retrieve.hybrid`), then optionally
@@ -24,13 +25,18 @@ composed by :func:`groundwire.ground.evidence.retrieve_evidence`). Its steps, in
    question cannot be embedded, BM25 alone ranks and ``channels.reason`` says why.
 4. **Select** the best ``candidate_limit`` chunks (score descending, then chunk id);
    those scoring below ``min_score`` are dropped.
-5. **Merge**, **cut** and **diversify** them into excerpts (see
+5. **Gate**: the relevance gate (:mod:`groundwire.retrieve.gate`, ``gate="relevance"``)
+   keeps the chunks the question's informative terms support, with document frequencies
+   counted over allowed chunks only; ``gate="off"`` keeps them all.
+6. **Merge**, **cut** and **diversify** them into excerpts (see
    :mod:`groundwire.retrieve.excerpts`).
 
-The selection is insufficient, with a reason checked in this order, when no allowed
-chunk matched (``no-match``), none scored at least ``min_score`` (``below-min-score``)
-or fewer than ``min_sources`` distinct sources qualify (``too-few-sources``); an
-insufficient selection carries no excerpts.
+A question longer than ``max_query_chars`` is cut to it, keeping its start and end
+(``truncated_query``). The selection is insufficient, with a reason checked in this
+order, when no allowed chunk matched (``no-match``), none scored at least ``min_score``
+(``below-min-score``), the gate kept none (``low-relevance``) or fewer than
+``min_sources`` distinct sources qualify (``too-few-sources``); an insufficient
+selection carries no excerpts.
 """
 
 from __future__ import annotations
@@ -42,10 +48,10 @@ from typing import Any, Final, Literal, get_args
 
 import numpy as np
 
-from groundwire.config import EvidenceSettings
+from groundwire.config import DEFAULT_ALIAS_BOOST, DEFAULT_EXACT_BOOST, EvidenceSettings
 from groundwire.embed.base import Embedder
-from groundwire.errors import ConfigError
-from groundwire.index.knowledge_base import KnowledgeBase, check_query
+from groundwire.errors import ConfigError, QueryError
+from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import IntArray, MaskArray, QueryScores
 from groundwire.index.vectors import VectorIndex
 from groundwire.model import EvidenceSource, Excerpt, KnowledgeEntry
@@ -60,6 +66,7 @@ from groundwire.retrieve.excerpts import (
     term_hits,
     to_piece,
 )
+from groundwire.retrieve.gate import gate_candidates, noise_level, query_evidence
 from groundwire.retrieve.hybrid import (
     HybridReport,
     check_vectors,
@@ -68,6 +75,7 @@ from groundwire.retrieve.hybrid import (
     rank_channels,
     rerank_head,
 )
+from groundwire.retrieve.pipeline import truncate_query
 from groundwire.retrieve.restricted import restricted_scores
 
 __all__ = [
@@ -79,7 +87,7 @@ __all__ = [
     "select_evidence",
 ]
 
-SelectionReason = Literal["no-match", "below-min-score", "too-few-sources"]
+SelectionReason = Literal["no-match", "below-min-score", "low-relevance", "too-few-sources"]
 #: Every reason a selection can be insufficient, in the order they are checked.
 SELECTION_REASONS: Final[tuple[str, ...]] = get_args(SelectionReason)
 #: A host authorizer: ``authorize(principal, source) -> bool``; only ``True`` allows.
@@ -100,6 +108,7 @@ class EvidenceSelection:
     ``denied_sources`` counts sources the authorizer did not allow;
     ``authorization_errors`` names those it failed on (raised, or returned a non-bool).
     ``channels`` reports dense/hybrid ranking and reranking (None for plain BM25).
+    ``truncated_query``: the question was cut to ``max_query_chars``.
     """
 
     question: str
@@ -112,6 +121,7 @@ class EvidenceSelection:
     authorization_errors: tuple[str, ...]
     settings: EvidenceSettings
     channels: HybridReport | None = None
+    truncated_query: bool = False
 
 
 # --- sources -----------------------------------------------------------------------------------
@@ -214,6 +224,40 @@ def _check_authorizer(principal: object, authorize: Authorizer | None) -> None:
         )
 
 
+# --- ranking -----------------------------------------------------------------------------------
+def _ranked(
+    kb: KnowledgeBase,
+    scores: QueryScores,
+    terms: Sequence[str],
+    allowed: MaskArray,
+    limit: int,
+) -> tuple[list[tuple[int, float]], dict[int, float], set[int]]:
+    """The best ``limit`` chunks (score descending, then position), each chunk's BM25
+    score, and the chunks whose phrase keys the question holds.
+
+    Phrase keys of chunks are the code names they define: such a chunk gets the alias
+    boost, as in :meth:`KnowledgeBase.search`, so naming a function finds its definition.
+    """
+    docs, values = scores.top(limit)
+    pairs = zip(docs.tolist(), values.tolist(), strict=True)
+    ranked = [(int(doc), float(value)) for doc, value in pairs]
+    lexical = dict(ranked)
+    exact, alias = kb.phrase_matches(terms)
+    phrase = {doc for doc in exact | alias if allowed[doc]}
+    if not phrase:
+        return ranked, lexical, phrase
+    for doc in phrase:
+        lexical.setdefault(doc, scores.score_of(doc))
+    boosted = {
+        doc: score
+        + (DEFAULT_EXACT_BOOST if doc in exact else 0.0)
+        + (DEFAULT_ALIAS_BOOST if doc in alias else 0.0)
+        for doc, score in lexical.items()
+    }
+    ranked = sorted(boosted.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return ranked, lexical, phrase
+
+
 # --- the entry point ---------------------------------------------------------------------------
 def select_evidence(
     kb: KnowledgeBase,
@@ -241,7 +285,9 @@ def select_evidence(
         settings = EvidenceSettings()
     elif not isinstance(settings, EvidenceSettings):
         raise ConfigError(f"settings={settings!r} is invalid: expected EvidenceSettings")
-    check_query(question, settings.max_query_chars)
+    if not isinstance(question, str):
+        raise QueryError(f"question must be a string, got {type(question).__name__}")
+    question, query_cut = truncate_query(question, settings.max_query_chars)
     _check_authorizer(principal, authorize)
 
     sources = _source_map(kb)
@@ -256,14 +302,15 @@ def select_evidence(
     else:
         scores = QueryScores(kb.lexical.doc_count, restricted_scores(kb.lexical, terms, allowed))
     matched = int(scores.matched()[0].shape[0])
-    docs, values = scores.top(settings.candidate_limit)
-    ranked = [(int(d), float(v)) for d, v in zip(docs.tolist(), values.tolist(), strict=True)]
-    truncated = matched > docs.shape[0]
+    ranked, lexical, phrase = _ranked(kb, scores, terms, allowed, settings.candidate_limit)
+    truncated = matched > len(ranked)
     report: HybridReport | None = None
     if settings.hybrid.mode != "lexical" or settings.hybrid.reranker is not None:
         ranked, matched, truncated, report = _channels(
             kb, question, scores, allowed, settings, vectors, embedder, query_vector, ranked
         )
+    # min_score bounds BM25 (phrase boosts aside), or the fused score of channels.
+    floor_of = lexical if report is None else dict(ranked)
 
     def selection(
         reason: SelectionReason | None, excerpts: Sequence[Excerpt] = ()
@@ -279,13 +326,28 @@ def select_evidence(
             authorization_errors=tuple(errors),
             settings=settings,
             channels=report,
+            truncated_query=query_cut,
         )
 
     if matched == 0:
         return selection("no-match")
-    qualified = [(doc, score) for doc, score in ranked if score >= settings.min_score]
+    qualified = [(doc, score) for doc, score in ranked if floor_of[doc] >= settings.min_score]
     if not qualified:
         return selection("below-min-score")
+    if settings.gate == "relevance":
+        evidence = query_evidence(kb, question, settings.relevance, allowed=allowed)
+        verdict = gate_candidates(
+            evidence,
+            [d for d, _ in qualified],
+            [v for _, v in qualified],
+            settings.relevance,
+            noise=noise_level(kb, settings.relevance.noise_quantile),
+            lexical=[lexical.get(d, scores.score_of(d)) for d, _ in qualified],  # BM25
+            phrase=[d in phrase for d, _ in qualified],
+        )
+        qualified = [qualified[n] for n in verdict.kept]
+        if not qualified:
+            return selection("low-relevance")
     by_source: dict[int, list[Piece]] = {}
     for doc, score in qualified:
         source = int(sources.doc_source[doc])

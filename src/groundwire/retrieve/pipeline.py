@@ -1,4 +1,4 @@
-"""One turn's selection, in a fixed order of stages (A–J):
+"""One turn's selection, in a fixed order of stages (A–K):
 
 A. normalize the query into terms;
 B. look every contiguous query n-gram up in the exact (id/title) and alias maps;
@@ -7,15 +7,26 @@ D. compute the eligibility set (status, blocked domains, integrations) *before* 
 E. BM25 over eligible entries only, ``2 × candidate_limit`` deep;
 F. union with eligible exact and alias hits;
 G. score = BM25 + exact boost + alias boost, sorted by score then id;
-H. cap at ``candidate_limit``; the first ``result_limit`` are the primary selection;
-I. expand primary entries along related/parent links (re-authorized, no duplicates);
-J. classify confidence.
+H. cap at ``candidate_limit``; of the first ``result_limit``, the relevance gate
+   (``gate.py``; ``gate="off"``: none is cut) keeps those the query supports: the primary
+   selection, possibly empty;
+I. expand primary entries along related/parent links (re-authorized, no duplicates); with
+   the gate, only links that hold the query as a kept entry must, and only entries the
+   fixed count would have selected or expanded: the gate never adds an entry;
+J. classify confidence (with the gate: at most ``low`` when an entry K finds out of
+   scope would have ranked first);
+K. integration-scope hints: entries the gate would have kept had the request enabled
+   their integrations (same blocked domains and predicate; ranked lexically), counted
+   and named.
+
+A query longer than ``max_query_chars`` is cut to it, keeping its start and its end
+(:func:`truncate_query`), before stage A.
 
 With ``mode="dense"`` or ``"hybrid"`` (:class:`~groundwire.config.HybridSettings`, per
 call or in ``RetrievalConfig.hybrid``) stages E–G rank by channels instead: the BM25,
 phrase and dense lists of eligible entries, fused (:mod:`groundwire.retrieve.hybrid`),
 then optionally reranked; the query alone (not the recent turns) is embedded. The
-default, ``"lexical"``, is exactly the ranking above.
+default, ``"lexical"``, is exactly the ranking above. The gate (H) reads the fused list.
 """
 
 from __future__ import annotations
@@ -23,17 +34,38 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from groundwire.config import HybridSettings, RetrievalConfig
 from groundwire.embed.base import Embedder
 from groundwire.errors import QueryError
-from groundwire.index.knowledge_base import KnowledgeBase, check_query
+from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import MaskArray
 from groundwire.index.vectors import VectorIndex
 from groundwire.model import Confidence, KnowledgeEntry, Scope, ScoredEntry, Turn
-from groundwire.retrieve.confidence import classify_confidence
+from groundwire.retrieve.confidence import classify_confidence, gated_confidence
+from groundwire.retrieve.gate import (
+    QueryEvidence,
+    gate_candidates,
+    noise_level,
+    query_evidence,
+)
 from groundwire.retrieve.hybrid import HybridReport, channel_candidates
 
-__all__ = ["RetrievalRequest", "Selection", "lexical_segments", "lexical_text", "retrieve"]
+__all__ = [
+    "RetrievalRequest",
+    "ScopeHint",
+    "Selection",
+    "lexical_segments",
+    "lexical_text",
+    "retrieve",
+    "truncate_query",
+]
+
+#: Marks where a truncated query was cut (between its kept start and end).
+TRUNCATION_MARK = " … "
+# Longest partial word dropped at a cut; longer runs (base64, hashes) are cut as they are.
+_WORD_SLACK = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +78,21 @@ class RetrievalRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ScopeHint:
+    """Integration-specific entries the gate would have kept had their integrations been
+    enabled: how many, and which integrations (sorted) would include them."""
+
+    count: int = 0
+    integrations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Selection:
     """The primary entries (ranked), the relationship-expanded entries and confidence.
 
     ``channels`` reports dense/hybrid ranking and reranking (None for plain lexical).
+    ``candidates`` are every ranked candidate before the gate (with their coverage when
+    the gate is on); ``query`` is the query as used (cut when ``truncated_query``).
     """
 
     primary: tuple[ScoredEntry, ...]
@@ -57,6 +100,32 @@ class Selection:
     candidate_count: int
     confidence: Confidence
     channels: HybridReport | None = None
+    candidates: tuple[ScoredEntry, ...] = ()
+    query: str = ""
+    truncated_query: bool = False
+    scope_hint: ScopeHint = field(default_factory=ScopeHint)
+
+
+def truncate_query(query: str, limit: int) -> tuple[str, bool]:
+    """``query`` cut to at most ``limit`` characters, keeping its start and its end.
+
+    Pasted logs and stack traces say what failed at the start and where at the end. The
+    two parts are joined by :data:`TRUNCATION_MARK` and cut between words where a word
+    boundary lies near the cut (so no half word becomes a query term). Returns the text
+    and whether it was cut.
+    """
+    if len(query) <= limit:
+        return query, False
+    mark = TRUNCATION_MARK if limit > 2 * len(TRUNCATION_MARK) else ""
+    room = limit - len(mark)
+    head, tail = query[: room - room // 2], query[len(query) - room // 2 :] if room // 2 else ""
+    if not query[len(head)].isspace():  # the cut fell inside a word: drop its start
+        kept = head.rstrip().rsplit(None, 1)
+        head = kept[0] if len(kept) == 2 and len(kept[1]) <= _WORD_SLACK else head
+    if tail and not query[len(query) - len(tail) - 1].isspace():
+        kept = tail.lstrip().split(None, 1)
+        tail = kept[1] if len(kept) == 2 and len(kept[0]) <= _WORD_SLACK else tail
+    return head + mark + tail, True
 
 
 def lexical_segments(query: str, turns: Sequence[Turn], config: RetrievalConfig) -> list[str]:
@@ -71,8 +140,9 @@ def lexical_text(query: str, turns: Sequence[Turn], config: RetrievalConfig) -> 
     return "\n".join(lexical_segments(query, turns, config))
 
 
-def _check_request(request: RetrievalRequest, config: RetrievalConfig) -> None:
-    check_query(request.query, config.max_query_chars)
+def _check_request(request: RetrievalRequest) -> None:
+    if not isinstance(request.query, str):
+        raise QueryError(f"query must be a string, got {type(request.query).__name__}")
     for n, turn in enumerate(request.recent_turns):
         if not isinstance(turn, Turn) or not isinstance(turn.text, str):
             raise QueryError(
@@ -92,24 +162,25 @@ def retrieve(
     query_vector: object = None,
     hybrid: HybridSettings | None = None,
 ) -> Selection:
-    """Select, rank and expand the entries one turn needs (stages A–J above).
+    """Select, rank, gate and expand the entries one turn needs (stages A–K above).
 
     ``hybrid`` overrides ``config.hybrid`` for this call; dense and hybrid modes need
     ``vectors`` (a :class:`VectorIndex` of ``kb``) and the ``embedder`` that built them
     (or a ``query_vector``).
     """
-    _check_request(request, config)
+    _check_request(request)
     settings = config.hybrid if hybrid is None else hybrid
+    query, truncated = truncate_query(request.query, config.max_query_chars)
     analyzer = kb.analyzer
-    query_terms = analyzer.tokens(request.query)  # A
-    segments = lexical_segments(request.query, request.recent_turns, config)  # C
+    query_terms = analyzer.tokens(query)  # A
+    segments = lexical_segments(query, request.recent_turns, config)  # C
     lexical_ids = kb.query_ids([analyzer.tokens(segment) for segment in segments])
     mask = kb.eligibility(request.scope, blocked_domains, allow)  # D
     report: HybridReport | None = None
     if settings.mode != "lexical" or settings.reranker is not None:  # E-G by channels
-        candidates, report = channel_candidates(
+        ranked, report = channel_candidates(
             kb,
-            request.query,
+            query,
             query_terms,
             lexical_ids,
             mask,
@@ -121,11 +192,40 @@ def retrieve(
             query_vector=query_vector,
         )
     else:
-        candidates = _lexical_candidates(kb, query_terms, lexical_ids, mask, config)
-    primary = tuple(candidates[: config.result_limit])
-    expanded = _expand(kb, primary, mask, config.relation_limit)  # I
-    confidence = classify_confidence(candidates)  # J
-    return Selection(primary, expanded, len(candidates), confidence, report)
+        ranked = _lexical_candidates(kb, query_terms, lexical_ids, mask, config)
+    candidates, primary, evidence = _gate(  # H: the relevance gate
+        kb, query, segments[1:], ranked, mask, config
+    )
+    fixed = candidates[: config.result_limit]
+    expanded = _expand(kb, fixed, mask, config.relation_limit)  # I
+    if evidence is not None:  # the gate only removes: links of kept entries it would add
+        within = {item.entry.id for item in fixed} | {entry.id for entry in expanded}
+        linked = [e for e in _expand(kb, primary, mask, len(kb)) if e.id in within]
+        expanded = _relevant_links(kb, linked, evidence, config)
+    hint, outranked = ScopeHint(), False
+    if request.scope is not None:  # K
+        unscoped = kb.eligibility(None, blocked_domains, allow)
+        if bool((unscoped & ~mask).any()):
+            wider = _lexical_candidates(kb, query_terms, lexical_ids, unscoped, config)
+            kept = _gate(kb, query, segments[1:], wider, unscoped, config)[1]
+            hint = _scope_hint(kept, mask, kb)
+            # An out-of-scope entry the gate ranks first: the answer may lie outside.
+            outranked = bool(kept) and not kb.is_eligible(kept[0].entry.id, mask)
+    if config.gate == "off":  # J
+        confidence = classify_confidence(candidates)
+    else:
+        confidence = gated_confidence(primary, config.relevance, outranked=outranked)
+    return Selection(
+        primary,
+        expanded,
+        len(candidates),
+        confidence,
+        channels=report,
+        candidates=candidates,
+        query=query,
+        truncated_query=truncated,
+        scope_hint=hint,
+    )
 
 
 def _lexical_candidates(
@@ -161,6 +261,66 @@ def _lexical_candidates(
         )
         for item in ranking.items()
     ]
+
+
+def _gate(
+    kb: KnowledgeBase,
+    query: str,
+    turns: Sequence[str],
+    candidates: Sequence[ScoredEntry],
+    mask: MaskArray,
+    config: RetrievalConfig,
+) -> tuple[tuple[ScoredEntry, ...], tuple[ScoredEntry, ...], QueryEvidence | None]:
+    """The candidates (with their coverage), the primary selection the gate keeps among
+    the first ``result_limit`` of them (all of those when the gate is off) and the
+    query's evidence (None when the gate is off)."""
+    if config.gate == "off":
+        return tuple(candidates), tuple(candidates[: config.result_limit]), None
+    evidence = query_evidence(kb, query, config.relevance, turns, mask)
+    verdict = gate_candidates(
+        evidence,
+        [kb.position(item.entry.id) or 0 for item in candidates],
+        [item.score for item in candidates],
+        config.relevance,
+        noise=noise_level(kb, config.relevance.noise_quantile),
+        lexical=[item.lexical_score for item in candidates],
+        phrase=[item.exact or item.alias for item in candidates],
+        limit=config.result_limit,
+    )
+    covered = tuple(  # built directly: dataclasses.replace costs ~10x more per record
+        ScoredEntry(i.entry, i.score, i.lexical_score, i.exact, i.alias, i.breakdown, i.channels, c)
+        for i, c in zip(candidates, verdict.coverage, strict=True)
+    )
+    return covered, tuple(covered[n] for n in verdict.kept), evidence
+
+
+def _relevant_links(
+    kb: KnowledgeBase,
+    linked: Sequence[KnowledgeEntry],
+    evidence: QueryEvidence,
+    config: RetrievalConfig,
+) -> tuple[KnowledgeEntry, ...]:
+    """The linked entries that hold at least ``expand_coverage`` of the query, in link
+    order, at most ``relation_limit``: a link alone does not make an entry relevant."""
+    if not linked or config.relation_limit == 0:
+        return ()
+    positions = np.asarray([kb.position(entry.id) or 0 for entry in linked], dtype=np.int64)
+    weight, _ = evidence.matched(positions)
+    total = evidence.total
+    floor = config.relevance.expand_coverage * total
+    kept = [
+        entry
+        for entry, w in zip(linked, weight.tolist(), strict=True)
+        if total and w >= floor and w > 0
+    ]
+    return tuple(kept[: config.relation_limit])
+
+
+def _scope_hint(kept: Sequence[ScoredEntry], mask: MaskArray, kb: KnowledgeBase) -> ScopeHint:
+    """The kept entries of an unscoped selection that this request's scope excluded."""
+    excluded = [item.entry for item in kept if not kb.is_eligible(item.entry.id, mask)]
+    names = sorted({name.casefold() for entry in excluded for name in entry.integrations})
+    return ScopeHint(len(excluded), tuple(names))
 
 
 def _expand(

@@ -108,6 +108,9 @@ class SDKProvider(ABC):
     name: str
     #: The environment variable holding the default model, named in errors.
     model_env: str = ""
+    #: The API address the SDK uses without a ``base_url`` (named in connection errors).
+    default_base_url: str = ""
+    base_url: str | None = None
 
     def __init__(
         self,
@@ -283,9 +286,10 @@ class SDKProvider(ABC):
                 provider=self.name,
             )
         if isinstance(exc, sdk.APIConnectionError) or names & _TRANSPORT_NAMES:
+            url = self.base_url or self.default_base_url
             return ProviderError(
-                f"{where}: connection failed ({_message(exc)}); check base_url and that the "
-                "server is running",
+                f"{where}: connection to {url} failed ({_message(exc)}); check the URL "
+                "(base_url) and that the server is running",
                 provider=self.name,
                 retryable=True,
             )

@@ -26,6 +26,7 @@ class AnthropicProvider(SDKProvider):
     """
 
     model_env = "ANTHROPIC_MODEL"
+    default_base_url = "https://api.anthropic.com"
 
     def __init__(
         self,

@@ -38,6 +38,7 @@ class OpenAIProvider(SDKProvider):
     """
 
     model_env = "OPENAI_MODEL"
+    default_base_url = "https://api.openai.com/v1"
 
     def __init__(
         self,

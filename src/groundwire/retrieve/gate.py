@@ -1,0 +1,216 @@
+"""The relevance gate: how many of a turn's ranked candidates deserve the context.
+
+A fixed count fills the context with whatever scored above zero. The gate instead reads
+the evidence in the query and keeps the candidates it supports, possibly none:
+
+1. **Informative terms.** The query's words minus query-side stop words (function words
+   such as "how do I", "what is the", "can I": :func:`~groundwire.text.query_stopwords`),
+   analyzed like the index. Each distinct term weighs its IDF in this snapshot (a word the
+   snapshot has never seen weighs the most: it is what the question is about and nothing
+   here matches it). Terms found in more than ``idf_floor`` of the documents (the product's
+   own name, "workflow" in a workflow product) say nothing about which document fits and
+   are dropped, unless nothing else is left. A query with no informative term at all
+   ("and that?") is read together with its recent turns.
+2. **Coverage.** A candidate's coverage is the IDF-weighted share of the informative terms
+   it contains (in any indexed field).
+3. **Passing.** A candidate passes when it covers at least ``min_coverage`` of the query,
+   or, for long messages, contains at least ``min_terms`` distinct informative terms while
+   covering at least ``partial_coverage``: an off-topic question shares one or two words
+   with a knowledge base by chance, rarely three.
+4. **Relative cut.** Passing candidates scoring below ``score_ratio`` times the best
+   passing score are cut: far weaker matches dilute the context.
+
+The gate only removes candidates; it never adds or reorders one. It works on any ranked
+list of snapshot positions (lexical today, fused channels later). Everything it needs is
+read from the snapshot's public lexical arrays; nothing is computed at build time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from groundwire.config import RelevanceGate
+from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.index.lexical import IntArray, MaskArray
+from groundwire.text import query_stopwords
+
+__all__ = ["Gated", "QueryEvidence", "gate_candidates", "query_evidence"]
+
+_NO_DOCS: Final[IntArray] = np.empty(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryEvidence:
+    """The informative terms of one query on one snapshot, with their weights.
+
+    ``terms`` and ``weights`` are parallel (distinct terms, query order); ``rows`` holds
+    each term's matching documents (ascending snapshot positions; empty when unknown).
+    """
+
+    terms: tuple[str, ...]
+    weights: tuple[float, ...]
+    rows: tuple[IntArray, ...]
+
+    @property
+    def total(self) -> float:
+        """The summed weight of every informative term."""
+        return math.fsum(self.weights)
+
+    def matched(self, docs: IntArray) -> tuple[np.ndarray, np.ndarray]:
+        """For each document: the matched weight and the number of matched terms."""
+        weight = np.zeros(docs.shape[0], dtype=np.float64)
+        count = np.zeros(docs.shape[0], dtype=np.int64)
+        for term_weight, row in zip(self.weights, self.rows, strict=True):
+            if row.shape[0] == 0:
+                continue
+            at = np.minimum(np.searchsorted(row, docs), row.shape[0] - 1)
+            hit = row[at] == docs
+            weight += np.where(hit, term_weight, 0.0)
+            count += hit
+        return weight, count
+
+
+@dataclass(frozen=True, slots=True)
+class Gated:
+    """The gate's verdict on a ranked candidate list.
+
+    ``kept`` are indexes into the candidate list (ascending: rank order is kept);
+    ``coverage`` and ``matched_terms`` are parallel to the candidates; ``partial`` marks
+    candidates that passed on ``min_terms`` alone (below ``min_coverage``).
+    """
+
+    kept: tuple[int, ...]
+    coverage: tuple[float, ...]
+    matched_terms: tuple[int, ...]
+    partial: tuple[bool, ...]
+    evidence: QueryEvidence
+
+
+# Knowledge bases whose noise level is kept (each entry holds its knowledge base alive, so
+# an identity check can never match a new object at a recycled address): a few snapshots.
+_NOISE_CACHE_LIMIT = 8
+_noise: dict[int, tuple[KnowledgeBase, float, float]] = {}
+
+
+def noise_level(kb: KnowledgeBase, quantile: float) -> float:
+    """What one coincidental word scores on this snapshot: the ``quantile`` of the best
+    score each indexed term earns any document on its own. Computed once per snapshot
+    (one vectorized pass over the term rows) and remembered."""
+    cached = _noise.get(id(kb))
+    if cached is not None and cached[0] is kb and cached[1] == quantile:
+        return cached[2]
+    lexical = kb.lexical
+    terms = len(lexical.vocabulary)
+    indptr = np.asarray(lexical.indptr[: terms + 1], dtype=np.int64)
+    starts = indptr[:-1][indptr[1:] > indptr[:-1]]
+    level = 0.0
+    if starts.shape[0]:
+        best = np.maximum.reduceat(np.asarray(lexical.scores[: int(indptr[-1])]), starts)
+        at = int(quantile * (best.shape[0] - 1))  # the lower of the two nearest ranks
+        level = float(np.partition(best, at)[at])
+    if len(_noise) >= _NOISE_CACHE_LIMIT:
+        _noise.clear()
+    _noise[id(kb)] = (kb, quantile, level)
+    return level
+
+
+def _idf(n_docs: int, df: int) -> float:
+    """Lucene's BM25 idf, as the index scores with it."""
+    return math.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
+def _informative(kb: KnowledgeBase, text: str) -> list[str]:
+    analyzer = kb.analyzer
+    stop = query_stopwords(analyzer)
+    words = [word for word in analyzer.words(text) if word not in stop]
+    return list(dict.fromkeys(analyzer.terms(words)))
+
+
+def query_evidence(
+    kb: KnowledgeBase,
+    query: str,
+    settings: RelevanceGate,
+    context: Sequence[str] = (),
+    allowed: MaskArray | None = None,
+) -> QueryEvidence:
+    """The informative terms of ``query`` on ``kb`` (``context``: recent turns, used only
+    when the query itself has no informative term).
+
+    With ``allowed`` (the documents this request may see), document frequencies count
+    only those: what the request may not see changes no weight.
+    """
+    terms = _informative(kb, query)
+    if not terms and context:
+        terms = list(dict.fromkeys(t for text in context for t in _informative(kb, text)))
+    lexical = kb.lexical
+    mask = allowed if allowed is not None and not bool(allowed.all()) else None
+    n_docs = lexical.doc_count if mask is None else int(np.count_nonzero(mask))
+    vocabulary, indptr, docs = lexical.vocabulary, lexical.indptr, lexical.docs
+    found: list[tuple[str, int, IntArray]] = []
+    for term in terms:
+        tid = vocabulary.get(term)
+        if tid is None:
+            found.append((term, 0, _NO_DOCS))
+            continue
+        row = docs[int(indptr[tid]) : int(indptr[tid + 1])]
+        if mask is not None:
+            row = row[mask[row]]
+        found.append((term, int(row.shape[0]), row))
+    floor = settings.idf_floor * n_docs
+    informative = [item for item in found if item[1] <= floor] or found
+    return QueryEvidence(
+        terms=tuple(term for term, _, _ in informative),
+        weights=tuple(_idf(n_docs, df) for _, df, _ in informative),
+        rows=tuple(row for _, _, row in informative),
+    )
+
+
+def gate_candidates(
+    evidence: QueryEvidence,
+    docs: Sequence[int],
+    scores: Sequence[float],
+    settings: RelevanceGate,
+    *,
+    noise: float = 0.0,
+    lexical: Sequence[float] | None = None,
+    phrase: Sequence[bool] | None = None,
+    limit: int | None = None,
+) -> Gated:
+    """Which of the ranked candidates (snapshot positions ``docs``, best first, with their
+    ``scores``) deserve the context; see the module docstring.
+
+    ``lexical`` are the BM25 parts of the scores (default: the scores), compared with the
+    snapshot's ``noise`` level; ``phrase`` marks exact/alias phrase hits. Only the first
+    ``limit`` candidates can be kept (all are measured).
+    """
+    positions = np.asarray(docs, dtype=np.int64)
+    size = positions.shape[0]
+    total = evidence.total
+    weight, count = evidence.matched(positions)
+    coverage = weight / total if total > 0 else np.zeros_like(weight)
+    bm25 = np.asarray(scores if lexical is None else lexical, dtype=np.float64)
+    hits = np.zeros(size, dtype=bool) if phrase is None else np.asarray(phrase, dtype=bool)
+    full = coverage >= settings.min_coverage
+    strong = (count >= settings.min_terms) & (bm25 >= noise)
+    partial = (
+        ~full
+        & (coverage >= settings.partial_coverage)
+        & (strong | hits | (count >= settings.many_terms))
+    )
+    head = size if limit is None else min(limit, size)
+    passing = [n for n in range(head) if full[n] or partial[n]]
+    if passing:
+        best = max(float(scores[n]) for n in passing)
+        passing = [n for n in passing if float(scores[n]) >= settings.score_ratio * best]
+    return Gated(
+        kept=tuple(passing),
+        coverage=tuple(round(float(value), 6) for value in coverage),
+        matched_terms=tuple(int(value) for value in count),
+        partial=tuple(bool(value) for value in partial),
+        evidence=evidence,
+    )
