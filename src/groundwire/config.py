@@ -24,6 +24,7 @@ __all__ = [
     "GroundingConfig",
     "HybridSettings",
     "IndexSettings",
+    "MemoryRecallConfig",
     "RelevanceGate",
     "RetrievalConfig",
     "RetryPolicy",
@@ -861,3 +862,169 @@ class RetryPolicy:
         _finite("max_s", self.max_s, minimum=float(self.initial_s))
         _finite("jitter", self.jitter)
         _require(self.sleep is None or callable(self.sleep), "sleep", self.sleep, "a function")
+
+
+# --- Agent memory (groundwire.memory: SQLite store, knowledge graph, recall) ----------------
+#: Longest memory content in code points: a paragraph or a few turns, not a document.
+MEMORY_MAX_CONTENT_CHARS: Final = 16_000
+#: Longest tenant, agent, subject, id or session key: identifiers, never content.
+MEMORY_MAX_KEY_CHARS: Final = 256
+#: Entities, relations and attributes one remember() may attach: an extraction's worth.
+MEMORY_MAX_ENTITIES: Final = 64
+MEMORY_MAX_RELATIONS: Final = 128
+MEMORY_MAX_ATTRIBUTES: Final = 64
+#: ACL labels and provenance ids one memory may carry (ids of the turns it came from).
+MEMORY_MAX_LABELS: Final = 64
+MEMORY_MAX_SOURCES: Final = 256
+#: Hints stored per memory (the prospective-hints range of the write pipeline is 1-20).
+MEMORY_MAX_HINTS: Final = 20
+#: Longest entity name, relation type, aspect, key, value or hint: short facts only.
+MEMORY_MAX_NAME_CHARS: Final = 512
+#: Largest metadata mapping, as JSON bytes: labels and dates, not payloads.
+MEMORY_MAX_METADATA_BYTES: Final = 16_384
+#: Memories one remember_many() call writes in one transaction: bounds lock time.
+MEMORY_MAX_BATCH: Final = 10_000
+#: Importance of a memory when the host gives none: the middle of [0, 1].
+MEMORY_DEFAULT_IMPORTANCE: Final = 0.5
+#: Types a memory may have (the issue's list; `episode` covers derived turn windows).
+MEMORY_TYPES: Final[tuple[str, ...]] = (
+    "fact", "preference", "decision", "constraint", "event", "episode",
+)  # fmt: skip
+#: Seconds a store waits for another process's write lock before failing: writes are short.
+MEMORY_STORE_BUSY_TIMEOUT_S: Final = 10.0
+#: Memories one recall returns unless asked: a prompt's worth of remembered facts.
+MEMORY_RECALL_LIMIT: Final = 10
+#: Most memories one recall may return.
+MEMORY_MAX_RECALL_LIMIT: Final = 200
+#: Candidates each channel (content, hints, vectors) contributes before shaping: several
+#: times the limit, so shaping and dampening have room to reorder.
+MEMORY_CHANNEL_CANDIDATES: Final = 100
+#: Longest recall query in code points (as for knowledge queries).
+MEMORY_MAX_QUERY_CHARS: Final = DEFAULT_MAX_QUERY_CHARS
+#: Weight of the text score (max of content and hint) when vectors are configured; the
+#: vector channel gets the rest. Lexical evidence is the more exact signal on short facts.
+MEMORY_TEXT_WEIGHT: Final = 0.6
+#: Highest score a hint-only match may reach, below the best direct match (1.0): a hint
+#: recovers a memory the words miss but never outranks one the words found.
+MEMORY_HINT_ONLY_CAP: Final = 0.75
+#: Graph boost added to memories linked to query entities (seed 002's default).
+MEMORY_GRAPH_BOOST: Final = 0.15
+#: Entities matched by query tokens, by mentions: enough anchors, bounded fan-out.
+MEMORY_GRAPH_MAX_ENTITIES: Final = 20
+#: Neighbour entities one hop away (both directions): bounded fan-out.
+MEMORY_GRAPH_MAX_NEIGHBOURS: Final = 50
+#: Distinct live memories the graph may boost: bounded work on hub entities.
+MEMORY_GRAPH_MAX_MEMORIES: Final = 200
+#: Milliseconds the whole graph lookup may take before it returns what it has.
+MEMORY_GRAPH_DEADLINE_MS: Final = 50.0
+#: Traversal-only candidates (no lexical, hint or vector match) score this fraction of
+#: the lowest directly anchored score: structure may fill a list, never outrank evidence.
+MEMORY_TRAVERSAL_ONLY_FACTOR: Final = 0.5
+#: Facet coverage: top candidates considered, bonus for covering a facet not yet
+#: covered, and the penalty of a near-duplicate (term Jaccard at least the threshold).
+MEMORY_FACET_WINDOW: Final = 30
+MEMORY_FACET_BONUS: Final = 0.1
+MEMORY_NEAR_DUPLICATE_JACCARD: Final = 0.8
+MEMORY_NEAR_DUPLICATE_PENALTY: Final = 0.7
+#: Gravity dampening: a semantic-path result above this score with no query word in its
+#: content is multiplied by the penalty (seed 002's defaults).
+MEMORY_GRAVITY_THRESHOLD: Final = 0.3
+MEMORY_GRAVITY_PENALTY: Final = 0.5
+#: Hub dampening: memories whose linked entities all sit above this mention percentile
+#: are multiplied by the penalty (seed 002's defaults).
+MEMORY_HUB_PERCENTILE: Final = 0.9
+MEMORY_HUB_PENALTY: Final = 0.7
+#: Resolution boost of constraints and decisions; dated content gets half the lift
+#: (1.1); content shorter than the minimum gets none (seed 002's defaults).
+MEMORY_RESOLUTION_BOOST: Final = 1.2
+MEMORY_RESOLUTION_MIN_CHARS: Final = 50
+#: Freshness: highest recency lift for queries with explicit freshness words, and the
+#: age in days at which the lift halves.
+MEMORY_FRESHNESS_BOOST: Final = 0.2
+MEMORY_FRESHNESS_HALF_LIFE_DAYS: Final = 14.0
+#: Currentness: score multiplier of memories whose attributes were superseded, so the
+#: current fact wins while history stays recallable.
+MEMORY_SUPERSEDED_PENALTY: Final = 0.5
+#: Importance decays by this factor per day since last access (pinned memories do not).
+MEMORY_IMPORTANCE_DECAY: Final = 0.95
+#: Share of the final score that (decayed) importance modulates: relevance dominates,
+#: importance breaks near-ties and sinks long-unused memories.
+MEMORY_IMPORTANCE_WEIGHT: Final = 0.25
+#: Token budget of the recalled-memory block a Client adds to the system prompt.
+MEMORY_BLOCK_MAX_TOKENS: Final = 1_000
+
+
+def _unit(option: str, value: object) -> None:
+    _finite(option, value)
+    _require(float(value) <= 1.0, option, value, "a number between 0 and 1")  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecallConfig:
+    """How :meth:`~groundwire.MemoryStore.recall` ranks: limits, channels, stages.
+
+    Every dampening and shaping stage can be switched off (``gravity``, ``hub``,
+    ``resolution``, ``facets``, ``freshness``, ``currentness``, ``importance``,
+    ``graph``, ``hints``, ``vectors``); the numbers are the defaults above.
+    """
+
+    limit: int = MEMORY_RECALL_LIMIT
+    candidates: int = MEMORY_CHANNEL_CANDIDATES
+    max_query_chars: int = MEMORY_MAX_QUERY_CHARS
+    text_weight: float = MEMORY_TEXT_WEIGHT
+    hint_only_cap: float = MEMORY_HINT_ONLY_CAP
+    graph_boost: float = MEMORY_GRAPH_BOOST
+    graph_max_entities: int = MEMORY_GRAPH_MAX_ENTITIES
+    graph_max_neighbours: int = MEMORY_GRAPH_MAX_NEIGHBOURS
+    graph_max_memories: int = MEMORY_GRAPH_MAX_MEMORIES
+    graph_deadline_ms: float = MEMORY_GRAPH_DEADLINE_MS
+    traversal_only_factor: float = MEMORY_TRAVERSAL_ONLY_FACTOR
+    facet_window: int = MEMORY_FACET_WINDOW
+    facet_bonus: float = MEMORY_FACET_BONUS
+    near_duplicate_jaccard: float = MEMORY_NEAR_DUPLICATE_JACCARD
+    near_duplicate_penalty: float = MEMORY_NEAR_DUPLICATE_PENALTY
+    gravity_threshold: float = MEMORY_GRAVITY_THRESHOLD
+    gravity_penalty: float = MEMORY_GRAVITY_PENALTY
+    hub_percentile: float = MEMORY_HUB_PERCENTILE
+    hub_penalty: float = MEMORY_HUB_PENALTY
+    resolution_boost: float = MEMORY_RESOLUTION_BOOST
+    resolution_min_chars: int = MEMORY_RESOLUTION_MIN_CHARS
+    freshness_boost: float = MEMORY_FRESHNESS_BOOST
+    freshness_half_life_days: float = MEMORY_FRESHNESS_HALF_LIFE_DAYS
+    superseded_penalty: float = MEMORY_SUPERSEDED_PENALTY
+    importance_decay: float = MEMORY_IMPORTANCE_DECAY
+    importance_weight: float = MEMORY_IMPORTANCE_WEIGHT
+    hints: bool = True
+    vectors: bool = True
+    graph: bool = True
+    facets: bool = True
+    gravity: bool = True
+    hub: bool = True
+    resolution: bool = True
+    freshness: bool = True
+    currentness: bool = True
+    importance: bool = True
+
+    def __post_init__(self) -> None:
+        _positive_int("limit", self.limit, MEMORY_MAX_RECALL_LIMIT)
+        _positive_int("candidates", self.candidates, MAX_SEARCH_K)
+        _positive_int("max_query_chars", self.max_query_chars)
+        for name in ("graph_max_entities", "graph_max_neighbours", "graph_max_memories"):
+            _non_negative_int(name, getattr(self, name))
+        _positive_int("facet_window", self.facet_window, MAX_SEARCH_K)
+        _positive_int("resolution_min_chars", self.resolution_min_chars)
+        for name in (
+            "text_weight", "hint_only_cap", "traversal_only_factor", "near_duplicate_jaccard",
+            "near_duplicate_penalty", "gravity_threshold", "gravity_penalty", "hub_percentile",
+            "hub_penalty", "superseded_penalty", "importance_decay", "importance_weight",
+        ):  # fmt: skip
+            _unit(name, getattr(self, name))
+        for name in ("graph_boost", "graph_deadline_ms", "facet_bonus", "freshness_boost"):
+            _finite(name, getattr(self, name))
+        _finite("resolution_boost", self.resolution_boost, minimum=1.0)
+        _finite("freshness_half_life_days", self.freshness_half_life_days, minimum=1e-6)
+        for name in (
+            "hints", "vectors", "graph", "facets", "gravity", "hub", "resolution", "freshness",
+            "currentness", "importance",
+        ):  # fmt: skip
+            _require(isinstance(getattr(self, name), bool), name, getattr(self, name), "a bool")

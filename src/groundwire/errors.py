@@ -14,6 +14,7 @@ The tree::
     ├── KnowledgeIndexError    an index is not built, or a lookup is invalid
     │   └── IndexFormatError   a saved snapshot is unreadable, tampered with, or of another format
     ├── EmbeddingError         an embedder failed: model missing, server unreachable, bad vectors
+    ├── MemoryStoreError       an agent memory store cannot be opened, upgraded or written
     ├── ProviderError          a model provider failed: status, transport, empty output
     │   ├── ProviderTimeoutError  one attempt took longer than its timeout
     │   └── CitationError      an answer cited ids outside the returned evidence, or none
@@ -36,6 +37,7 @@ __all__ = [
     "GroundwireError",
     "IndexFormatError",
     "KnowledgeIndexError",
+    "MemoryStoreError",
     "MissingExtraError",
     "ProviderError",
     "ProviderTimeoutError",
@@ -110,6 +112,11 @@ class EmbeddingError(GroundwireError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         self.status = status
         super().__init__(message)
+
+
+class MemoryStoreError(GroundwireError):
+    """An agent memory store cannot be opened, upgraded or written; the message names the
+    file and the fix (a newer schema, a file that is not a memory store, a closed store)."""
 
 
 class MissingExtraError(GroundwireError, ImportError):

@@ -1,0 +1,43 @@
+"""Agent memory: a SQLite store of memories with a knowledge graph and hybrid recall.
+
+Not to be confused with *conversation memory* (:mod:`groundwire.llm.memory`), which
+keeps the raw user/assistant turns of a chat session: agent memory holds facts,
+preferences, decisions and episodes an agent should remember across sessions, with
+entities and relations, and recalls the few that one turn needs.
+
+Modules: ``schema`` (layout and migrations), ``inputs`` (checking writes), ``store``
+(:class:`MemoryStore`), ``graph`` (entities, relations, attributes; the graph boost),
+``recall`` (channels and fusion), ``shaping`` (evidence shaping and dampening),
+``vectors`` (the embedding channel), ``block`` (the recalled-memory prompt block).
+"""
+
+from groundwire.memory.block import MemoryBlock, render_memory_block
+from groundwire.memory.records import (
+    GraphBoost,
+    Memory,
+    MemoryAttribute,
+    MemoryEntity,
+    MemoryRecall,
+    MemoryRelation,
+    MemoryScope,
+    RecalledMemory,
+)
+from groundwire.memory.schema import LATEST_VERSION
+from groundwire.memory.store import MemoryStore
+from groundwire.memory.vectors import EmbedderLike
+
+__all__ = [
+    "LATEST_VERSION",
+    "EmbedderLike",
+    "GraphBoost",
+    "Memory",
+    "MemoryAttribute",
+    "MemoryBlock",
+    "MemoryEntity",
+    "MemoryRecall",
+    "MemoryRelation",
+    "MemoryScope",
+    "MemoryStore",
+    "RecalledMemory",
+    "render_memory_block",
+]

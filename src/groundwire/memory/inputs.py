@@ -1,0 +1,223 @@
+"""Checking what a host asks the store to write: sizes, types, ranges, one clear error each."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from groundwire.config import (
+    MEMORY_DEFAULT_IMPORTANCE,
+    MEMORY_MAX_ATTRIBUTES,
+    MEMORY_MAX_CONTENT_CHARS,
+    MEMORY_MAX_ENTITIES,
+    MEMORY_MAX_HINTS,
+    MEMORY_MAX_LABELS,
+    MEMORY_MAX_METADATA_BYTES,
+    MEMORY_MAX_NAME_CHARS,
+    MEMORY_MAX_RELATIONS,
+    MEMORY_MAX_SOURCES,
+    MEMORY_TYPES,
+)
+from groundwire.errors import QueryError
+from groundwire.memory.records import (
+    MemoryAttribute,
+    MemoryEntity,
+    MemoryRelation,
+    MemoryScope,
+    MemoryType,
+    check_key,
+)
+
+__all__ = ["MemoryInput", "check_hints", "memory_id_for", "prepare"]
+
+_R = TypeVar("_R", MemoryEntity, MemoryRelation, MemoryAttribute)
+#: The fields remember() and remember_many() items accept.
+FIELDS = frozenset(
+    {
+        "content", "type", "importance", "pinned", "sources", "metadata", "acl", "entities",
+        "relations", "attributes", "hints", "created_at", "id",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInput:
+    """One checked write: everything remember() stores for a memory."""
+
+    id: str
+    content: str
+    content_hash: str
+    type: MemoryType
+    importance: float
+    pinned: bool
+    sources: tuple[str, ...]
+    metadata: str  # JSON
+    acl: tuple[str, ...]
+    entities: tuple[MemoryEntity, ...]
+    relations: tuple[MemoryRelation, ...]
+    attributes: tuple[MemoryAttribute, ...]
+    hints: tuple[str, ...]
+    created_at: float | None
+
+
+def memory_id_for(scope: MemoryScope, content: str) -> str:
+    """The deterministic id of ``content`` in ``scope``'s memory: 32 hex digits."""
+    key = "\x1f".join((scope.tenant, scope.agent, content)).encode("utf-8")
+    return hashlib.sha256(key).hexdigest()[:32]
+
+
+def _text(option: str, value: object, limit: int = MEMORY_MAX_NAME_CHARS) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise QueryError(f"{option}={value!r} is invalid: expected a non-empty string")
+    if len(value) > limit:
+        raise QueryError(f"{option} has {len(value)} characters, over the limit of {limit}")
+    return value
+
+
+def _unit(option: str, value: object) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)) or not 0.0 <= float(value) <= 1.0:  # type: ignore[arg-type]
+        raise QueryError(f"{option}={value!r} is invalid: expected a number between 0 and 1")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _items(option: str, value: object, limit: int) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise QueryError(f"{option} must be a list, got {type(value).__name__}")
+    if len(value) > limit:
+        raise QueryError(f"{option} has {len(value)} items, over the limit of {limit}")
+    return list(value)
+
+
+def _record(option: str, cls: type[_R], item: object) -> _R:
+    if isinstance(item, cls):
+        record = item
+    elif isinstance(item, Mapping):
+        try:
+            record = cls(**item)
+        except TypeError as exc:
+            raise QueryError(f"{option}: {exc}; expected the fields of {cls.__name__}") from exc
+    else:
+        raise QueryError(f"{option} is {type(item).__name__}: expected a {cls.__name__} or dict")
+    return record
+
+
+def _entity(option: str, item: object) -> MemoryEntity:
+    entity = _record(option, MemoryEntity, item)
+    _text(f"{option}.name", entity.name)
+    if not isinstance(entity.type, str) or len(entity.type) > MEMORY_MAX_NAME_CHARS:
+        raise QueryError(f"{option}.type={entity.type!r} is invalid: expected a short string")
+    if entity.mention is not None:
+        _text(f"{option}.mention", entity.mention)
+    _unit(f"{option}.confidence", entity.confidence)
+    return entity
+
+
+def _relation(option: str, item: object) -> MemoryRelation:
+    relation = _record(option, MemoryRelation, item)
+    for name in ("source", "type", "target"):
+        _text(f"{option}.{name}", getattr(relation, name))
+    _unit(f"{option}.confidence", relation.confidence)
+    return relation
+
+
+def _attribute(option: str, item: object) -> MemoryAttribute:
+    claim = _record(option, MemoryAttribute, item)
+    for name in ("entity", "aspect", "value"):
+        _text(f"{option}.{name}", getattr(claim, name))
+    if claim.claim_key is not None:
+        _text(f"{option}.claim_key", claim.claim_key)
+    if not isinstance(claim.group_key, str) or len(claim.group_key) > MEMORY_MAX_NAME_CHARS:
+        raise QueryError(f"{option}.group_key={claim.group_key!r} is invalid: a short string")
+    _unit(f"{option}.confidence", claim.confidence)
+    return claim
+
+
+def _label(option: str, value: object) -> str:
+    label = check_key(option, value)
+    kind, _, name = label.partition(":")
+    if kind not in ("user", "group") or not name.strip():
+        raise QueryError(
+            f"{option}={label!r} is invalid: ACL labels are 'user:<subject>' or 'group:<name>'"
+        )
+    return label
+
+
+def check_hints(value: object) -> tuple[str, ...]:
+    """Hints (questions a memory answers): distinct, non-empty, short, bounded in number."""
+    hints = _items("hints", value, MEMORY_MAX_HINTS)
+    return tuple(dict.fromkeys(_text(f"hints[{i}]", h).strip() for i, h in enumerate(hints)))
+
+
+def _metadata(value: object) -> str:
+    if value is None:
+        return "{}"
+    if not isinstance(value, Mapping):
+        raise QueryError(f"metadata must be a dict, got {type(value).__name__}")
+    try:
+        text = json.dumps(dict(value), sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise QueryError(f"metadata is not JSON data ({exc}): use strings, numbers, lists") from exc
+    if len(text.encode("utf-8")) > MEMORY_MAX_METADATA_BYTES:
+        raise QueryError(
+            f"metadata is {len(text.encode('utf-8'))} bytes as JSON, over the limit of "
+            f"{MEMORY_MAX_METADATA_BYTES}: keep metadata to labels and dates"
+        )
+    return text
+
+
+def prepare(scope: MemoryScope, fields: Mapping[str, Any], where: str = "") -> MemoryInput:
+    """Check one write's fields (``where`` prefixes error messages, e.g. ``items[3]: ``)."""
+    unknown = sorted(set(fields) - FIELDS)
+    try:
+        if unknown:
+            raise QueryError(f"unknown field(s) {unknown}: expected some of {sorted(FIELDS)}")
+        content = _text("content", fields.get("content"), MEMORY_MAX_CONTENT_CHARS)
+        kind = fields.get("type", "fact")
+        if kind not in MEMORY_TYPES:
+            raise QueryError(f"type={kind!r} is invalid: expected one of {', '.join(MEMORY_TYPES)}")
+        importance = fields.get("importance")
+        importance = MEMORY_DEFAULT_IMPORTANCE if importance is None else importance
+        pinned = fields.get("pinned", False)
+        if not isinstance(pinned, bool):
+            raise QueryError(f"pinned={pinned!r} is invalid: expected True or False")
+        sources = _items("sources", fields.get("sources"), MEMORY_MAX_SOURCES)
+        labels = _items("acl", fields.get("acl"), MEMORY_MAX_LABELS)
+        created = fields.get("created_at")
+        if created is not None and (
+            isinstance(created, bool)
+            or not isinstance(created, int | float)
+            or not math.isfinite(float(created))
+            or created < 0
+        ):
+            raise QueryError(f"created_at={created!r} is invalid: expected Unix seconds >= 0")
+        given = fields.get("id")
+        entities = _items("entities", fields.get("entities"), MEMORY_MAX_ENTITIES)
+        relations = _items("relations", fields.get("relations"), MEMORY_MAX_RELATIONS)
+        attributes = _items("attributes", fields.get("attributes"), MEMORY_MAX_ATTRIBUTES)
+        return MemoryInput(
+            id=check_key("id", given) if given is not None else memory_id_for(scope, content),
+            content=content,
+            content_hash=hashlib.sha256(content.encode("utf-8")).hexdigest(),
+            type=cast(MemoryType, kind),
+            importance=_unit("importance", importance),
+            pinned=pinned,
+            sources=tuple(dict.fromkeys(check_key(f"sources[{i}]", s) for i, s in enumerate(sources))),
+            metadata=_metadata(fields.get("metadata")),
+            acl=tuple(sorted({_label(f"acl[{i}]", label) for i, label in enumerate(labels)})),
+            entities=tuple(_entity(f"entities[{i}]", e) for i, e in enumerate(entities)),
+            relations=tuple(_relation(f"relations[{i}]", r) for i, r in enumerate(relations)),
+            attributes=tuple(_attribute(f"attributes[{i}]", a) for i, a in enumerate(attributes)),
+            hints=check_hints(fields.get("hints")),
+            created_at=None if created is None else float(created),
+        )
+    except QueryError as exc:
+        if not where:
+            raise
+        raise QueryError(f"{where}{exc}") from exc

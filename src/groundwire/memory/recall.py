@@ -1,0 +1,389 @@
+"""Hybrid recall over one scope's memories: channels, fusion, shaping, deterministic order.
+
+Channels, each over memories the scope may see only (eligibility is part of every
+query, so it precedes every top-k):
+
+- ``content``: FTS5 BM25 over the analyzed content, divided by the best score (0-1];
+- ``hint``: FTS5 BM25 over prospective hints, per memory the best hint, normalized the
+  same way. The text score is ``max(content, hint)``, never their sum; a memory matched
+  by hints only is capped at ``hint_only_cap``;
+- ``vector``: cosine similarity to the query embedding (when the store has an
+  embedder), rescaled over the candidates to [0, 1]; fused as
+  ``text_weight * text + (1 - text_weight) * vector``;
+- ``graph``: ``+graph_boost`` for memories linked to entities the query names (one hop
+  out), deadline-bounded; memories found only this way are traversal-only.
+
+Then :mod:`~groundwire.memory.shaping` runs its stages and the list is sorted by
+score, ties broken on id.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from groundwire.config import MemoryRecallConfig
+from groundwire.errors import QueryError
+from groundwire.memory import shaping
+from groundwire.memory.graph import graph_boost, name_tokens, visible_sql
+from groundwire.memory.records import GraphBoost, MemoryRecall, MemoryScope, RecalledMemory
+from groundwire.memory.shaping import Candidate
+from groundwire.memory.vectors import decode, normalized
+
+if TYPE_CHECKING:
+    from groundwire.memory.store import MemoryStore
+
+__all__ = ["Ranked", "RecallCaches", "finish", "record", "run", "with_limit"]
+
+
+@dataclass(slots=True)
+class RecallCaches:
+    """Per-store caches derived from the file, keyed by its change counter."""
+
+    hubs: dict[tuple[str, str], tuple[tuple[int, int], float]] = field(default_factory=dict)
+    vectors: dict[tuple[str, str, str], tuple[tuple[int, int], Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A recall before its bookkeeping: the ranked memories and how the graph went."""
+
+    query: str
+    memories: tuple[RecalledMemory, ...]
+    graph: GraphBoost
+    freshness: bool
+
+
+def with_limit(cfg: MemoryRecallConfig, limit: object) -> MemoryRecallConfig:
+    """``cfg`` returning ``limit`` memories (checked like the config's own limit)."""
+    return replace(cfg, limit=limit)  # type: ignore[arg-type]
+
+
+def _match(terms: Sequence[str]) -> str:
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _time_sql(since: float | None, until: float | None) -> tuple[str, list[object]]:
+    sql, params = "", []
+    if since is not None:
+        sql, params = sql + " AND m.created_at >= ?", [*params, float(since)]
+    if until is not None:
+        sql, params = sql + " AND m.created_at <= ?", [*params, float(until)]
+    return sql, params
+
+
+def _normalized(rows: Sequence[tuple[str, float]]) -> dict[str, float]:
+    """Scores divided by the best one (first wins per id): (0, 1]."""
+    best = max((score for _, score in rows), default=0.0)
+    out: dict[str, float] = {}
+    for key, score in rows:
+        if key not in out and best > 0:
+            out[key] = score / best
+    return out
+
+
+def _content(conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int) -> dict[str, float]:
+    rows = conn.execute(
+        "SELECT m.id, -bm25(memories_fts) AS s FROM memories_fts JOIN memories m"
+        f" ON m.seq = memories_fts.rowid WHERE memories_fts MATCH ? AND {where}"
+        " ORDER BY s DESC, m.id LIMIT ?",
+        (_match(terms), *params, k),
+    ).fetchall()
+    return _normalized(rows)
+
+
+def _hints(conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int) -> dict[str, float]:
+    rows = conn.execute(
+        "WITH x AS MATERIALIZED (SELECT h.memory_id AS memory_id, -bm25(memory_hints_fts) AS s"
+        " FROM memory_hints_fts JOIN memory_hints h ON h.id = memory_hints_fts.rowid"
+        " WHERE memory_hints_fts MATCH ?)"
+        " SELECT x.memory_id, MAX(x.s) AS s FROM x JOIN memories m ON m.id = x.memory_id"
+        f" WHERE {where} GROUP BY x.memory_id ORDER BY s DESC, x.memory_id LIMIT ?",
+        (_match(terms), *params, k),
+    ).fetchall()
+    return _normalized(rows)
+
+
+def _vectors(
+    store: MemoryStore, conn: sqlite3.Connection, scope: MemoryScope, query: str,
+    where: str, params: list[object], k: int,
+) -> dict[str, float]:  # fmt: skip
+    embedder = store.embedder
+    if embedder is None:
+        return {}
+    key = (scope.tenant, scope.agent, "\n".join(scope.labels) + "|" + where + repr(params))
+    version = store.cache_key(conn)
+    cached = store.caches.vectors.get(key)
+    if cached is None or cached[0] != version:
+        rows = conn.execute(
+            "SELECT m.id, v.vector FROM memories m JOIN embeddings v ON v.content_hash ="
+            f" m.content_hash AND v.model_id = ? WHERE {where} ORDER BY m.id",
+            (embedder.model_id, *params),
+        ).fetchall()
+        dims = embedder.dimensions
+        ids = [row[0] for row in rows]
+        matrix = (
+            np.vstack([decode(row[1], dims) for row in rows])
+            if rows
+            else np.zeros((0, dims), np.float32)
+        )
+        store.caches.vectors = {key: (version, (ids, matrix))}  # one scope cached at a time
+        cached = store.caches.vectors[key]
+    ids, matrix = cached[1]
+    if not ids:
+        return {}
+    query_vector = normalized(embedder.embed_query(query), embedder.dimensions, 1)[0]
+    sims = matrix @ query_vector
+    top = min(k, len(ids))
+    chosen = np.argpartition(-sims, top - 1)[:top] if top < len(ids) else np.arange(len(ids))
+    picked = sorted(((float(sims[i]), ids[i]) for i in chosen), key=lambda p: (-p[0], p[1]))
+    high, low = picked[0][0], picked[-1][0]
+    spread = high - low
+    return {
+        mid: (sim - low) / spread if spread > 0 else 1.0 for sim, mid in picked if sim > 0
+    }
+
+
+def _hub_threshold(store: MemoryStore, conn: sqlite3.Connection, scope: MemoryScope, cfg: MemoryRecallConfig) -> float:
+    key = (scope.tenant, scope.agent)
+    version = store.cache_key(conn)
+    cached = store.caches.hubs.get(key)
+    if cached is None or cached[0] != version:
+        counts = [
+            int(row[0])
+            for row in conn.execute(
+                "SELECT COUNT(*) FROM memory_entity_mentions mm JOIN entities e"
+                " ON e.id = mm.entity_id WHERE e.tenant = ? AND e.agent = ? GROUP BY e.id",
+                (scope.tenant, scope.agent),
+            )
+        ]
+        store.caches.hubs[key] = cached = (version, shaping.percentile(counts, cfg.hub_percentile))
+    return cached[1]
+
+
+def _load(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Candidate]:
+    marks = ", ".join("?" for _ in ids)
+    rows = conn.execute(
+        "SELECT id, content, terms, type, importance, pinned, created_at, accessed_at"
+        f" FROM memories WHERE id IN ({marks})",
+        list(ids),
+    ).fetchall()
+    return {
+        r[0]: Candidate(r[0], r[1], frozenset(r[2].split()), r[3], float(r[4]), bool(r[5]),
+                        float(r[6]), float(r[7]))
+        for r in rows
+    }  # fmt: skip
+
+
+def _graph_links(conn: sqlite3.Connection, candidates: dict[str, Candidate]) -> None:
+    marks = ", ".join("?" for _ in candidates)
+    for memory_id, count in conn.execute(
+        "SELECT mm.memory_id, (SELECT COUNT(*) FROM memory_entity_mentions x"
+        " WHERE x.entity_id = mm.entity_id) FROM memory_entity_mentions mm"
+        f" WHERE mm.memory_id IN ({marks})",
+        list(candidates),
+    ):
+        candidates[memory_id].entity_mentions.append(int(count))
+
+
+def _currentness(conn: sqlite3.Connection, scope: MemoryScope, candidates: dict[str, Candidate]) -> None:
+    """Notes for candidates with superseded attributes, naming visible replacements."""
+    marks = ", ".join("?" for _ in candidates)
+    condition, params = visible_sql(scope)
+    rows = conn.execute(
+        "SELECT ea.memory_id, e.name, a.name, ea.value, ea.superseded_by FROM entity_attributes ea"
+        " JOIN entities e ON e.id = ea.entity_id JOIN aspects a ON a.id = ea.aspect_id"
+        f" WHERE ea.status = 'superseded' AND ea.memory_id IN ({marks}) ORDER BY ea.id",
+        list(candidates),
+    ).fetchall()
+    for memory_id, entity, aspect, value, successor in rows:
+        current = successor
+        for _ in range(32):  # follow the chain to the claim that is current now
+            nxt = conn.execute(
+                "SELECT superseded_by FROM entity_attributes WHERE id = ? AND status = 'superseded'",
+                (current,),
+            ).fetchone()
+            if nxt is None or nxt[0] is None:
+                break
+            current = nxt[0]
+        found = conn.execute(
+            "SELECT ea.value, ea.memory_id FROM entity_attributes ea JOIN memories m"
+            f" ON m.id = ea.memory_id WHERE ea.id = ? AND {condition}",
+            (current, *params),
+        ).fetchone()
+        if found is None:  # the replacement is not visible to this scope: say only that
+            text = f"{entity} {aspect} {value!r} was replaced by a newer fact"
+        else:
+            text = f"{entity} {aspect} is now {found[0]!r} (was {value!r}; memory {found[1]})"
+        candidates[memory_id].superseded_by.append(text)
+
+
+def run(
+    store: MemoryStore,
+    conn: sqlite3.Connection,
+    scope: MemoryScope,
+    query: str,
+    cfg: MemoryRecallConfig,
+    since: float | None,
+    until: float | None,
+) -> Ranked:
+    """Rank the scope's memories for ``query`` (inside the caller's read transaction)."""
+    if not isinstance(query, str):
+        raise QueryError(f"query must be a string, got {type(query).__name__}")
+    if len(query) > cfg.max_query_chars:
+        raise QueryError(
+            f"query has {len(query)} characters, over the limit of {cfg.max_query_chars}"
+        )
+    for name, bound in (("since", since), ("until", until)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int | float)):
+            raise QueryError(f"{name}={bound!r} is invalid: expected Unix seconds")
+    analyzer = store.analyzer
+    terms = list(dict.fromkeys(analyzer.tokens(query)))
+    query_terms = frozenset(terms)
+    freshness = cfg.freshness and since is None and until is None
+    freshness = freshness and shaping.has_freshness_words(query)
+    if not query.strip():
+        return Ranked(query, (), GraphBoost(), freshness)
+    condition, params = visible_sql(scope)
+    time_sql, time_params = _time_sql(since, until)
+    where, params = condition + time_sql, [*params, *time_params]
+    k = cfg.candidates
+    content = _content(conn, terms, where, params, k) if terms else {}
+    hints = _hints(conn, terms, where, params, k) if terms and cfg.hints else {}
+    vectors = _vectors(store, conn, scope, query, where, params, k) if cfg.vectors else {}
+    graph = GraphBoost()
+    if cfg.graph:
+        stop = store.stopwords
+        tokens = [t for t in name_tokens(query) if t not in stop]
+        graph = graph_boost(
+            conn, scope, tokens, max_entities=cfg.graph_max_entities,
+            max_neighbours=cfg.graph_max_neighbours, max_memories=cfg.graph_max_memories,
+            deadline_ms=cfg.graph_deadline_ms, clock=store.timer,
+        )  # fmt: skip
+    linked = set(graph.memory_ids)
+    if time_sql:  # the graph lookup knows no time bounds: apply them to what it found
+        linked = _in_time(conn, linked, time_sql, time_params)
+    ids = sorted(set(content) | set(hints) | set(vectors) | linked)
+    if not ids:
+        return Ranked(query, (), graph, freshness)
+    candidates = _load(conn, ids)
+    use_vectors = bool(vectors)
+    for mid, c in candidates.items():
+        text = content.get(mid, 0.0)
+        if mid in content:
+            c.channels["content"] = round(text, 6)
+        if mid in hints:
+            hint = hints[mid] if mid in content else min(hints[mid], cfg.hint_only_cap)
+            c.channels["hint"] = round(hint, 6)
+            text = max(text, hint)
+        fused = text
+        if use_vectors:
+            vec = vectors.get(mid, 0.0)
+            if mid in vectors:
+                c.channels["vector"] = round(vec, 6)
+            fused = cfg.text_weight * text + (1.0 - cfg.text_weight) * vec
+        c.anchored = mid in content or mid in hints or mid in vectors
+        if mid in linked:
+            c.channels["graph"] = cfg.graph_boost
+            fused += cfg.graph_boost
+        c.score = fused
+        c.stages["fused"] = round(fused, 6)
+    ranked = sorted(candidates.values(), key=lambda c: (-c.score, c.id))
+    if cfg.facets:
+        parts = [analyzer.tokens(part) for part in shaping.split_facets(query)]
+        shaping.apply_facets(ranked, [frozenset(p) for p in parts if p], cfg)
+    if cfg.gravity:
+        shaping.apply_gravity(ranked, query_terms, cfg)
+    if cfg.hub and cfg.graph:
+        _graph_links(conn, candidates)
+        shaping.apply_hub(ranked, _hub_threshold(store, conn, scope, cfg), cfg)
+    if cfg.resolution:
+        shaping.apply_resolution(ranked, cfg)
+    now = store.now()
+    if freshness:
+        shaping.apply_freshness(ranked, now, cfg)
+    if cfg.currentness:
+        _currentness(conn, scope, candidates)
+        shaping.apply_currentness(ranked, cfg)
+    if cfg.importance:
+        shaping.apply_importance(ranked, now, cfg)
+    shaping.cap_traversal_only(ranked, cfg)
+    ranked.sort(key=lambda c: (-c.score, c.id))
+    top = ranked[: cfg.limit]
+    memories = _memories(conn, top)
+    return Ranked(query, memories, graph, freshness)
+
+
+def _in_time(conn: sqlite3.Connection, ids: set[str], time_sql: str, params: list[object]) -> set[str]:
+    if not ids:
+        return set()
+    marks = ", ".join("?" for _ in ids)
+    rows = conn.execute(f"SELECT m.id FROM memories m WHERE m.id IN ({marks}){time_sql}", [*ids, *params])
+    return {row[0] for row in rows}
+
+
+def _memories(conn: sqlite3.Connection, top: Sequence[Candidate]) -> tuple[RecalledMemory, ...]:
+    from groundwire.memory.store import _COLUMNS, row_memory
+
+    if not top:
+        return ()
+    marks = ", ".join("?" for _ in top)
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks})", [c.id for c in top])
+    by_id = {row[0]: row_memory(row) for row in rows}
+    return tuple(
+        RecalledMemory(by_id[c.id], round(c.score, 6), rank, dict(c.channels), dict(c.stages), c.note)
+        for rank, c in enumerate(top, start=1)
+    )
+
+
+def finish(result: Ranked, session_id: str | None, tracked: bool, duration_ms: float) -> MemoryRecall:
+    """The public result of a recall."""
+    return MemoryRecall(
+        query=result.query, memories=result.memories, timed_out=result.graph.timed_out,
+        freshness=result.freshness, graph=result.graph, session_id=session_id,
+        tracked=tracked, duration_ms=duration_ms,
+    )  # fmt: skip
+
+
+def record(
+    conn: sqlite3.Connection,
+    scope: MemoryScope,
+    session_id: str | None,
+    ranked: Sequence[RecalledMemory],
+    injected: set[str],
+    now: float,
+    touch: bool,
+) -> None:
+    """Write a recall's bookkeeping (inside the caller's write transaction)."""
+    if touch:
+        conn.executemany(
+            "UPDATE memories SET accessed_at = ?, access_count = access_count + 1 WHERE id = ?",
+            [(now, r.memory.id) for r in ranked],
+        )
+    if session_id is None:
+        return
+    conn.execute(
+        "INSERT INTO sessions (id, tenant, agent, started_at, updated_at, recall_count)"
+        " VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (tenant, agent, id) DO UPDATE SET"
+        " recall_count = recall_count + 1, updated_at = excluded.updated_at",
+        (session_id, scope.tenant, scope.agent, now, now),
+    )
+    conn.executemany(
+        "INSERT INTO session_memories (tenant, agent, session_id, memory_id, rank, was_injected,"
+        " fts_hit_count, recall_count, first_recalled_at, last_recalled_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (tenant, agent, session_id, memory_id)"
+        " DO UPDATE SET rank = MIN(rank, excluded.rank),"
+        " was_injected = MAX(was_injected, excluded.was_injected),"
+        " fts_hit_count = fts_hit_count + excluded.fts_hit_count,"
+        " recall_count = recall_count + 1, last_recalled_at = excluded.last_recalled_at",
+        [
+            (scope.tenant, scope.agent, session_id, r.memory.id, r.rank,
+             int(r.memory.id in injected),
+             int("content" in r.channels or "hint" in r.channels), now, now)
+            for r in ranked
+        ],
+    )  # fmt: skip

@@ -1,0 +1,195 @@
+"""Post-fusion shaping of recall candidates: evidence shaping, dampening, freshness, decay.
+
+Each stage multiplies (or caps) a candidate's score and writes its factor into the
+candidate's ``stages``, so ``explain`` shows exactly what moved it. Stages run in a
+fixed order — facet coverage, gravity, hub, resolution, freshness, currentness,
+importance — then traversal-only candidates are capped below every directly anchored
+one and the list is sorted by score, ties on id.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from groundwire.config import MemoryRecallConfig
+
+__all__ = [
+    "Candidate",
+    "apply_currentness",
+    "apply_facets",
+    "apply_freshness",
+    "apply_gravity",
+    "apply_hub",
+    "apply_importance",
+    "apply_resolution",
+    "cap_traversal_only",
+    "facets_of",
+    "has_freshness_words",
+    "percentile",
+]
+
+_DAY: Final = 86_400.0
+#: Explicit freshness words; bare "now" is deliberately not one (it is mostly idiom).
+_FRESHNESS: Final = re.compile(
+    r"\b(?:current(?:ly)?|latest|recent(?:ly)?|today|this\s+week|this\s+month)\b", re.IGNORECASE
+)
+_ISO_DATE: Final = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_MONTH: Final = re.compile(
+    r"\b(?:january|february|march|april|may|june|july|august|september|october|november|"
+    r"december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b",
+    re.IGNORECASE,
+)
+# Where a multi-part question splits into facets: conjunctions and clause punctuation.
+_FACET_SPLIT: Final = re.compile(r"\band\b|\bor\b|\bas well as\b|\bboth\b|[,;?]|\balso\b", re.I)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One memory on its way through recall (internal; becomes a RecalledMemory)."""
+
+    id: str
+    content: str
+    terms: frozenset[str]
+    type: str
+    importance: float
+    pinned: bool
+    created_at: float
+    accessed_at: float
+    score: float = 0.0
+    anchored: bool = False  # matched by content, hint or vector (not only by traversal)
+    channels: dict[str, float] = field(default_factory=dict)
+    stages: dict[str, float] = field(default_factory=dict)
+    entity_mentions: list[int] = field(default_factory=list)
+    superseded_by: list[str] = field(default_factory=list)  # currentness notes
+    note: str | None = None
+
+    def scale(self, stage: str, factor: float) -> None:
+        self.score *= factor
+        self.stages[stage] = round(factor, 6)
+
+
+def has_freshness_words(query: str) -> bool:
+    """Whether the query asks for recent facts in so many words."""
+    return _FRESHNESS.search(query) is not None
+
+
+def facets_of(query_terms_by_part: Sequence[Sequence[str]]) -> list[frozenset[str]]:
+    """The non-empty term sets of a query's parts (see :func:`split_facets`)."""
+    return [frozenset(part) for part in query_terms_by_part if part]
+
+
+def split_facets(query: str) -> list[str]:
+    """The parts of a multi-part query, split at conjunctions and clause punctuation."""
+    return [part for part in _FACET_SPLIT.split(query) if part.strip()]
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def apply_facets(
+    ranked: list[Candidate], facets: Sequence[frozenset[str]], cfg: MemoryRecallConfig
+) -> None:
+    """Prefer top candidates covering new facets of the query over near-duplicates.
+
+    Greedy over the top ``facet_window`` (best first): a candidate covering a facet no
+    better one covered gets ``1 + facet_bonus`` (only for queries of 2+ facets); one
+    whose terms are near-identical (Jaccard >= threshold) to a better one's gets
+    ``near_duplicate_penalty``.
+    """
+    window = ranked[: cfg.facet_window]
+    covered: set[int] = set()
+    kept: list[frozenset[str]] = []
+    multi = len(facets) >= 2
+    for candidate in window:
+        factor = 1.0
+        if any(_jaccard(candidate.terms, other) >= cfg.near_duplicate_jaccard for other in kept):
+            factor *= cfg.near_duplicate_penalty
+        else:
+            kept.append(candidate.terms)
+        if multi:
+            new = {i for i, facet in enumerate(facets) if facet & candidate.terms} - covered
+            if new and factor == 1.0:
+                factor *= 1.0 + cfg.facet_bonus
+                covered |= new
+        if factor != 1.0:
+            candidate.scale("facets", factor)
+
+
+def apply_gravity(
+    candidates: Sequence[Candidate], query_terms: frozenset[str], cfg: MemoryRecallConfig
+) -> None:
+    """Halve semantic-path results above the threshold that share no word with the query."""
+    for c in candidates:
+        semantic = c.channels.get("vector", 0.0) > 0 or c.channels.get("graph", 0.0) > 0
+        lexical = c.channels.get("content", 0.0) > 0 or c.channels.get("hint", 0.0) > 0
+        if semantic and not lexical and c.score > cfg.gravity_threshold:
+            if not (c.terms & query_terms):
+                c.scale("gravity", cfg.gravity_penalty)
+
+
+def percentile(values: Sequence[int], fraction: float) -> float:
+    """The nearest-rank percentile of ``values`` (0 when empty)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = max(0, math.ceil(fraction * len(ordered)) - 1)
+    return float(ordered[index])
+
+
+def apply_hub(candidates: Sequence[Candidate], threshold: float, cfg: MemoryRecallConfig) -> None:
+    """Dampen memories whose linked entities are all hubs (mentions above the threshold)."""
+    for c in candidates:
+        if c.entity_mentions and all(count > threshold for count in c.entity_mentions):
+            c.scale("hub", cfg.hub_penalty)
+
+
+def apply_resolution(candidates: Sequence[Candidate], cfg: MemoryRecallConfig) -> None:
+    """Lift constraints and decisions; dated content half as much; short content never."""
+    for c in candidates:
+        if len(c.content) < cfg.resolution_min_chars:
+            continue
+        if c.type in ("constraint", "decision"):
+            c.scale("resolution", cfg.resolution_boost)
+        elif _ISO_DATE.search(c.content) or _MONTH.search(c.content):
+            c.scale("resolution", 1.0 + (cfg.resolution_boost - 1.0) * 0.5)
+
+
+def apply_freshness(candidates: Sequence[Candidate], now: float, cfg: MemoryRecallConfig) -> None:
+    """A bounded recency lift: ``1 + boost * 0.5 ** (age_days / half_life)``."""
+    for c in candidates:
+        age = max(0.0, now - c.created_at) / _DAY
+        c.scale("freshness", 1.0 + cfg.freshness_boost * 0.5 ** (age / cfg.freshness_half_life_days))
+
+
+def apply_currentness(candidates: Sequence[Candidate], cfg: MemoryRecallConfig) -> None:
+    """Down-weight memories with superseded attributes; the note names the replacement."""
+    for c in candidates:
+        if c.superseded_by:
+            c.scale("currentness", cfg.superseded_penalty)
+            c.note = "[currentness] superseded: " + "; ".join(c.superseded_by)
+
+
+def apply_importance(candidates: Sequence[Candidate], now: float, cfg: MemoryRecallConfig) -> None:
+    """Importance decayed by days since last access (pinned: none), modulating the score."""
+    for c in candidates:
+        days = max(0.0, now - c.accessed_at) / _DAY
+        effective = c.importance if c.pinned else c.importance * cfg.importance_decay**days
+        c.stages["importance_effective"] = round(effective, 6)
+        c.scale("importance", 1.0 - cfg.importance_weight + cfg.importance_weight * effective)
+
+
+def cap_traversal_only(candidates: Sequence[Candidate], cfg: MemoryRecallConfig) -> None:
+    """Keep every traversal-only candidate below the lowest directly anchored one."""
+    anchored = [c.score for c in candidates if c.anchored]
+    if not anchored:
+        return
+    cap = min(anchored) * cfg.traversal_only_factor
+    for c in candidates:
+        if not c.anchored and c.score > cap:
+            c.scale("traversal_cap", cap / c.score if c.score else 0.0)
