@@ -75,6 +75,8 @@ def load_by_path(name: str, path: Path) -> ModuleType:
 CLI_HELPERS = load_by_path("cli_helpers", ROOT / "tests" / "cli" / "cli_helpers.py")
 #: The docs sample tool (examples/tools/doc_samples.py): ``import doc_samples``.
 DOC_SAMPLES = load_by_path("doc_samples", ROOT / "examples" / "tools" / "doc_samples.py")
+#: Agent-memory test helpers: scopes, a settable clock, a small embedder.
+MEMORY_HELPERS = load_by_path("memory_helpers", ROOT / "tests" / "memory" / "memory_helpers.py")
 #: Scriptable OpenAI/Anthropic servers on 127.0.0.1 (tests/llm/fake_servers.py).
 FAKE_SERVERS = load_by_path("fake_servers", ROOT / "tests" / "llm" / "fake_servers.py")
 

@@ -3,7 +3,7 @@
 The order, lowest first::
 
     model < config < errors < text < embed < ingest < index < retrieve < context < ground
-          < eval < interfaces (cli, server, mcp) and groundwire/__init__.py
+          < memory < llm < eval < interfaces (cli, server, mcp) and groundwire/__init__.py
 
 A module may import its own layer and any lower one. ``eval`` is an interface but
 imports only what lies below the interfaces (never the CLI, the server or the public
@@ -36,6 +36,7 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("retrieve",),
     ("context",),
     ("ground",),
+    ("memory",),  # agent memory: a SQLite store with its own recall, below the clients
     ("llm",),  # providers and grounded generation: call the engine, never index internals
     ("eval",),
     ("cli", "server", "mcp", ""),  # "": the package itself (groundwire/__init__.py)

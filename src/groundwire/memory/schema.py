@@ -54,7 +54,9 @@ _V1_CORE: Final[tuple[str, ...]] = (
     " memory_seq INTEGER NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,"
     " label TEXT NOT NULL,"
     " PRIMARY KEY (memory_seq, label)) WITHOUT ROWID",
-    f"CREATE VIRTUAL TABLE memories_fts USING fts5(terms, content = 'memories',"
+    # The index's content is the live rows only, so FTS5's own integrity check holds.
+    "CREATE VIEW live_memories AS SELECT seq, terms FROM memories WHERE deleted = 0",
+    f"CREATE VIRTUAL TABLE memories_fts USING fts5(terms, content = 'live_memories',"
     f" content_rowid = 'seq', {_TOKENIZE})",
     "CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted = 0 BEGIN"
     " INSERT INTO memories_fts (rowid, terms) VALUES (new.seq, new.terms); END",
