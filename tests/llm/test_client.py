@@ -394,7 +394,7 @@ def test_memory_supplies_recent_turns_and_earlier_messages() -> None:
     for text in ("u1", "a1", "u2", "a2", "u3", "a3"):
         memory.append("s1", Message("user" if text[0] == "u" else "assistant", text))
     engine, provider = StubEngine(), FakeProvider()
-    client = Client(provider, grounding=engine_of(engine), memory=memory)
+    client = Client(provider, grounding=engine_of(engine), conversation_memory=memory)
     client.generate("u4", session_id="s1", use_knowledge_grounding=True)
     assert [t.text for t in engine.calls[0][1]] == ["u2", "a2", "u3", "a3"]
     assert [m.content for m in provider.requests[0].messages] == [
@@ -406,7 +406,7 @@ def test_explicit_conversation_messages_override_memory() -> None:
     memory = InMemoryConversationMemory()
     memory.append("s1", Message("user", "from memory"))
     engine, provider = StubEngine(), FakeProvider()
-    client = Client(provider, grounding=engine_of(engine), memory=memory)
+    client = Client(provider, grounding=engine_of(engine), conversation_memory=memory)
     client.generate(
         "now",
         session_id="s1",
@@ -423,7 +423,10 @@ def test_memory_holds_only_the_input_and_the_answer() -> None:
     memory = InMemoryConversationMemory()
     provider = FakeProvider()
     client = Client(
-        provider, grounding=engine_of(StubEngine()), memory=memory, system_prompt="SYSTEM TEXT"
+        provider,
+        grounding=engine_of(StubEngine()),
+        conversation_memory=memory,
+        system_prompt="SYSTEM TEXT",
     )
     client.generate("first question", session_id="s", use_knowledge_grounding=True)
     drain(client.stream("second question", session_id="s", use_knowledge_grounding=True))
@@ -446,7 +449,7 @@ def test_memory_holds_only_the_input_and_the_answer() -> None:
 def test_memory_keeps_the_answer_text_not_the_tool_calls() -> None:
     memory = InMemoryConversationMemory()
     call = ToolCall("t1", "lookup", {"q": "zebra"})
-    client = Client(FakeProvider(text="Looking.", tool_calls=(call,)), memory=memory)
+    client = Client(FakeProvider(text="Looking.", tool_calls=(call,)), conversation_memory=memory)
     result = client.generate("zebras", session_id="s")
     assert result.tool_calls == (call,)
     assert memory.history("s") == [Message("user", "zebras"), Message("assistant", "Looking.")]
@@ -454,7 +457,7 @@ def test_memory_keeps_the_answer_text_not_the_tool_calls() -> None:
 
 def test_a_failed_turn_writes_nothing_to_memory() -> None:
     memory = InMemoryConversationMemory()
-    client = Client(FakeProvider(mode="error"), memory=memory)
+    client = Client(FakeProvider(mode="error"), conversation_memory=memory)
     with pytest.raises(ProviderError):
         client.generate("zebras", session_id="s")
     assert memory.history("s") == []
@@ -468,10 +471,11 @@ def test_session_id_needs_memory() -> None:
 def test_sqlite_memory_carries_a_conversation_across_clients(tmp_path: Any) -> None:
     path = tmp_path / "memory.db"
     with SQLiteConversationMemory(path) as memory:
-        Client(FakeProvider(text="first answer"), memory=memory).generate("q1", session_id="s")
+        first = Client(FakeProvider(text="first answer"), conversation_memory=memory)
+        first.generate("q1", session_id="s")
     provider = FakeProvider()
     with SQLiteConversationMemory(path) as memory:
-        Client(provider, memory=memory).generate("q2", session_id="s")
+        Client(provider, conversation_memory=memory).generate("q2", session_id="s")
         assert [m.content for m in memory.history("s")] == [
             *("q1", "first answer", "q2", "The answer.")
         ]
@@ -598,7 +602,7 @@ def test_fallback_across_models_of_one_provider_reuses_the_request() -> None:
 def test_a_failure_after_the_first_chunk_is_not_retried_elsewhere() -> None:
     first, second = FakeProvider("a", mode="late"), FakeProvider("b")
     memory = InMemoryConversationMemory()
-    stream = Client([first, second], memory=memory).stream("zebras", session_id="s")
+    stream = Client([first, second], conversation_memory=memory).stream("zebras", session_id="s")
     assert next(stream) == "The"
     with pytest.raises(ProviderError, match="a is down"):
         next(stream)
@@ -680,7 +684,7 @@ def test_failure_metadata_from_the_engine_is_reported_and_no_block_added() -> No
 # -- streams --------------------------------------------------------------------------------------
 def test_stream_knowledge_is_ready_before_the_provider_is_called() -> None:
     provider, memory = FakeProvider(), InMemoryConversationMemory()
-    client = Client(provider, grounding=engine_of(StubEngine()), memory=memory)
+    client = Client(provider, grounding=engine_of(StubEngine()), conversation_memory=memory)
     stream = client.stream("zebras", session_id="s", use_knowledge_grounding=True)
     assert stream.knowledge == FOUND
     assert provider.requests == []
@@ -704,7 +708,8 @@ def test_stream_events_include_tool_calls_and_done() -> None:
 
 def test_an_abandoned_stream_writes_nothing_to_memory() -> None:
     memory = InMemoryConversationMemory()
-    with Client(FakeProvider(), memory=memory).stream("zebras", session_id="s") as stream:
+    client = Client(FakeProvider(), conversation_memory=memory)
+    with client.stream("zebras", session_id="s") as stream:
         assert next(stream) == "The"
     assert memory.history("s") == []
     assert stream.result is None
@@ -712,7 +717,7 @@ def test_an_abandoned_stream_writes_nothing_to_memory() -> None:
 
 def test_async_stream_has_knowledge_at_once_and_the_result_at_the_end() -> None:
     engine, memory = StubEngine(), InMemoryConversationMemory()
-    client = Client(FakeProvider(), grounding=engine_of(engine), memory=memory)
+    client = Client(FakeProvider(), grounding=engine_of(engine), conversation_memory=memory)
 
     async def run() -> tuple[Any, str, Any]:
         stream = await client.astream("zebras", session_id="s", use_knowledge_grounding=True)
@@ -794,7 +799,7 @@ def test_e2e_grounded_generate_through_the_openai_sdk(
     client = Client(
         openai_provider(fake, "openai"),
         grounding=engine_of(engine),
-        memory=memory,
+        conversation_memory=memory,
         system_prompt=lambda: "You answer about animals.",
     )
     fake.openai.enqueue_text("Zebras are striped. [KB:animals.zebra@v1]")
@@ -901,7 +906,7 @@ def test_generate_with_files_runs_the_tool_loop_through_the_real_sdk(
     fake.openai.enqueue_text("Quokkas eat leaves.")
     provider = OpenAIProvider("gpt-fake", api_key="k", base_url=fake.openai.base_url)
     memory = InMemoryConversationMemory()
-    client = Client(provider, memory=memory, system_prompt="Be brief.")
+    client = Client(provider, conversation_memory=memory, system_prompt="Be brief.")
     result = client.generate(
         "What do quokkas eat?",
         session_id="s1",

@@ -76,8 +76,10 @@ def test_processes_write_and_recall_one_store_concurrently(tmp_path: Path) -> No
     children = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, str(path), f"w{n}", "20"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for n in range(3)
     ]
     for child in children:

@@ -24,9 +24,12 @@ def rows(store: MemoryStore, sql: str, *params: object) -> list[tuple[object, ..
 
 def boost(store: MemoryStore, query: str, **caps: object) -> object:
     options: dict[str, object] = {
-        "max_entities": 20, "max_neighbours": 50, "max_memories": 200,
-        "deadline_ms": 10_000.0, "clock": store.timer,
-    }  # fmt: skip
+        "max_entities": 20,
+        "max_neighbours": 50,
+        "max_memories": 200,
+        "deadline_ms": 10_000.0,
+        "clock": store.timer,
+    }
     options.update(caps)
     conn = store._connection()
     return graph_boost(conn, ACME, name_tokens(query), **options)  # type: ignore[arg-type]
@@ -36,20 +39,35 @@ def boost(store: MemoryStore, query: str, **caps: object) -> object:
 @settings(max_examples=60, deadline=None)
 def test_canonical_names_are_idempotent(name: str) -> None:
     once = canonical_name(name)
-    assert canonical_name(once) == once and once == once.lower().strip()
+    assert canonical_name(once) == once
+    assert once == once.lower().strip()
     assert "  " not in once
 
 
 def test_query_tokens() -> None:
-    assert name_tokens("Where's Alice's new job, at ACME-42? a b") == ["where", "alice", "new", "job", "at", "acme", "42"]
+    assert name_tokens("Where's Alice's new job, at ACME-42? a b") == [
+        "where",
+        "alice",
+        "new",
+        "job",
+        "at",
+        "acme",
+        "42",
+    ]
 
 
 def test_entities_insert_then_count_mentions(store: MemoryStore) -> None:
     store.remember(ACME, "m1", entities=[MemoryEntity("New  York", "place")])
     store.remember(ACME, "m2", entities=[MemoryEntity("new york")])
     store.remember(GLOBEX, "m3", entities=[MemoryEntity("New York")])  # another tenant's own row
-    found = rows(store, "SELECT tenant, name, canonical_name, entity_type, mentions FROM entities ORDER BY id")
-    assert found == [("acme", "New  York", "new york", "place", 2), ("globex", "New York", "new york", "", 1)]
+    found = rows(
+        store,
+        "SELECT tenant, name, canonical_name, entity_type, mentions FROM entities ORDER BY id",
+    )
+    assert found == [
+        ("acme", "New  York", "new york", "place", 2),
+        ("globex", "New York", "new york", "", 1),
+    ]
 
 
 def test_a_unique_name_collision_falls_back_to_the_existing_row(store: MemoryStore) -> None:
@@ -96,13 +114,19 @@ def test_structured_supersession_is_scoped_to_the_claim(store: MemoryStore) -> N
         return [MemoryAttribute("Alice", "employment", value, **keys)]
 
     store.remember(ACME, "Alice works at Acme.", attributes=employer("Acme", claim_key="employer"))
-    store.remember(ACME, "Alice joined the Berlin office.",
-                   attributes=employer("Berlin", claim_key="office"))  # fmt: skip
+    store.remember(
+        ACME, "Alice joined the Berlin office.", attributes=employer("Berlin", claim_key="office")
+    )
     store.remember(ACME, "Alice went to PyCon.", attributes=employer("PyCon"))  # no claim key
     store.remember(ACME, "Alice went to EuroPython.", attributes=employer("EuroPython"))
-    store.remember(ACME, "Alice moved to Globex.", attributes=employer("Globex", claim_key="employer"))
-    store.remember(ACME, "Alice consults for Initech on the side.",
-                   attributes=employer("Initech", claim_key="employer", group_key="side"))  # fmt: skip
+    store.remember(
+        ACME, "Alice moved to Globex.", attributes=employer("Globex", claim_key="employer")
+    )
+    store.remember(
+        ACME,
+        "Alice consults for Initech on the side.",
+        attributes=employer("Initech", claim_key="employer", group_key="side"),
+    )
     assert claims(store) == [
         ("Acme", "superseded", "Globex"),
         ("Berlin", "active", None),
@@ -114,10 +138,16 @@ def test_structured_supersession_is_scoped_to_the_claim(store: MemoryStore) -> N
 
 
 def test_forgetting_the_current_claim_restores_the_previous_one(store: MemoryStore) -> None:
-    store.remember(ACME, "Alice works at Acme.",
-                   attributes=[MemoryAttribute("Alice", "employer", "Acme", claim_key="c")])  # fmt: skip
-    newer = store.remember(ACME, "Alice moved to Globex.",
-                           attributes=[MemoryAttribute("Alice", "employer", "Globex", claim_key="c")])  # fmt: skip
+    store.remember(
+        ACME,
+        "Alice works at Acme.",
+        attributes=[MemoryAttribute("Alice", "employer", "Acme", claim_key="c")],
+    )
+    newer = store.remember(
+        ACME,
+        "Alice moved to Globex.",
+        attributes=[MemoryAttribute("Alice", "employer", "Globex", claim_key="c")],
+    )
     store.forget(ACME, newer.id)
     assert claims(store) == [("Acme", "active", None), ("Globex", "deleted", None)]
 
@@ -135,21 +165,31 @@ def hub_store(store: MemoryStore) -> Iterator[MemoryStore]:
     items = [
         {"content": f"hub memory {i}", "entities": [MemoryEntity("e0")]} for i in range(30)
     ] + [
-        {"content": f"leaf memory {i}", "entities": [MemoryEntity(f"e{i}")],
-         "relations": [MemoryRelation("e0", "knows", f"n{j}") for j in range(i * 3, i * 3 + 3)]}
+        {
+            "content": f"leaf memory {i}",
+            "entities": [MemoryEntity(f"e{i}")],
+            "relations": [MemoryRelation("e0", "knows", f"n{j}") for j in range(i * 3, i * 3 + 3)],
+        }
         for i in range(1, 26)
-    ]  # fmt: skip
+    ]
     store.remember_many(ACME, items)
-    yield store
+    return store
 
 
 def test_boost_finds_entities_one_hop_both_ways(store: MemoryStore) -> None:
-    store.remember(ACME, "Alice is on the payments team.", relations=[MemoryRelation("Alice", "member_of", "Payments")])
+    store.remember(
+        ACME,
+        "Alice is on the payments team.",
+        relations=[MemoryRelation("Alice", "member_of", "Payments")],
+    )
     store.remember(ACME, "Payments ships on Tuesdays.", entities=[MemoryEntity("Payments")])
-    store.remember(ACME, "Bob leads Payments.", relations=[MemoryRelation("Bob", "leads", "Payments")])
+    store.remember(
+        ACME, "Bob leads Payments.", relations=[MemoryRelation("Bob", "leads", "Payments")]
+    )
     store.remember(ACME, "Unrelated.", entities=[MemoryEntity("Zed")])
     result = boost(store, "what does Alice do")  # Alice → Payments (out) → memories
-    assert len(result.entity_ids) == 1 and len(result.neighbour_ids) == 1
+    assert len(result.entity_ids) == 1
+    assert len(result.neighbour_ids) == 1
     assert len(result.memory_ids) == 3  # all three memories mentioning Alice or Payments
     reverse = boost(store, "tell me about payments")  # Payments ← Alice, Bob (in)
     assert len(reverse.neighbour_ids) == 2
@@ -158,10 +198,13 @@ def test_boost_finds_entities_one_hop_both_ways(store: MemoryStore) -> None:
 def test_boost_caps(hub_store: MemoryStore) -> None:
     every = " ".join(f"e{i}" for i in range(26))
     result = boost(hub_store, every)
-    assert len(result.entity_ids) == 20 and len(result.neighbour_ids) == 50
+    assert len(result.entity_ids) == 20
+    assert len(result.neighbour_ids) == 50
     assert len(result.memory_ids) <= 200
     # Entities come by mentions: the hub first.
-    assert result.entity_ids[0] == rows(hub_store, "SELECT id FROM entities WHERE name = 'e0'")[0][0]
+    assert (
+        result.entity_ids[0] == rows(hub_store, "SELECT id FROM entities WHERE name = 'e0'")[0][0]
+    )
     small = boost(hub_store, every, max_entities=3, max_neighbours=4, max_memories=5)
     assert (len(small.entity_ids), len(small.neighbour_ids), len(small.memory_ids)) == (3, 4, 5)
 
@@ -171,7 +214,8 @@ def test_boost_memory_cap_counts_distinct_live_memories(store: MemoryStore) -> N
     memories = store.remember_many(ACME, items)
     store.forget(ACME, memories[0].id)
     result = boost(store, "alice")
-    assert len(result.memory_ids) == 200 and memories[0].id not in result.memory_ids
+    assert len(result.memory_ids) == 200
+    assert memories[0].id not in result.memory_ids
 
 
 class StepClock:
@@ -188,11 +232,14 @@ class StepClock:
 def test_boost_deadline_returns_what_it_has(hub_store: MemoryStore) -> None:
     # Deadline 2.5 s, each clock reading +1 s: step 1 finishes, then time is up.
     result = boost(hub_store, "e0 e1", deadline_ms=2_500.0, clock=StepClock(1.0))
-    assert result.timed_out and result.entity_ids and not result.memory_ids
+    assert result.timed_out
+    assert result.entity_ids
+    assert not result.memory_ids
     late = boost(hub_store, "e0 e1", deadline_ms=0.0, clock=StepClock(1.0))
     assert late.timed_out
     on_time = boost(hub_store, "e0 e1", clock=lambda: 0.0)
-    assert not on_time.timed_out and on_time.memory_ids
+    assert not on_time.timed_out
+    assert on_time.memory_ids
 
 
 def test_boost_is_empty_on_error(store: MemoryStore) -> None:
@@ -201,16 +248,21 @@ def test_boost_is_empty_on_error(store: MemoryStore) -> None:
     conn.execute("ALTER TABLE relations RENAME TO relations_gone")
     try:
         result = boost(store, "alice")
-        assert result.error is not None and not result.memory_ids and not result.entity_ids
+        assert result.error is not None
+        assert not result.memory_ids
+        assert not result.entity_ids
         recall = store.recall(ACME, "alice works")  # recall never fails because of the graph
-        assert len(recall.memories) == 1 and recall.graph.error is not None
+        assert len(recall.memories) == 1
+        assert recall.graph.error is not None
     finally:
         conn.execute("ALTER TABLE relations_gone RENAME TO relations")
 
 
 def test_boost_respects_tenancy_and_acl(store: MemoryStore) -> None:
     store.remember(GLOBEX, "Alice at Globex.", entities=[MemoryEntity("Alice")])
-    private = store.remember(ACME, "Alice's review.", entities=[MemoryEntity("Alice")], acl=["user:alice"])
+    private = store.remember(
+        ACME, "Alice's review.", entities=[MemoryEntity("Alice")], acl=["user:alice"]
+    )
     result = boost(store, "alice")
     assert result.memory_ids == frozenset()  # ACME without subject sees neither
     assert private.id not in result.memory_ids

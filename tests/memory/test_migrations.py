@@ -15,23 +15,38 @@ from groundwire.memory.schema import LATEST_VERSION, MIGRATIONS, current_version
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "memory"
 VERSIONS = [number for number, _, _ in MIGRATIONS]
 TABLES = (
-    "memories", "memory_acl", "sessions", "session_memories", "embeddings", "entities",
-    "entity_terms", "relations", "memory_entity_mentions", "aspects", "entity_attributes",
-    "memory_hints", "memory_jobs", "session_scores",
-)  # fmt: skip
+    "memories",
+    "memory_acl",
+    "sessions",
+    "session_memories",
+    "embeddings",
+    "entities",
+    "entity_terms",
+    "relations",
+    "memory_entity_mentions",
+    "aspects",
+    "entity_attributes",
+    "memory_hints",
+    "memory_jobs",
+    "session_scores",
+)
 
 
 def counts(path: Path) -> dict[str, int]:
     conn = sqlite3.connect(path)
     try:
         present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES if t in present}
+        return {
+            t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in TABLES
+            if t in present
+        }
     finally:
         conn.close()
 
 
 def test_migrations_are_numbered_from_one_without_gaps() -> None:
-    assert VERSIONS == list(range(1, LATEST_VERSION + 1))
+    assert list(range(1, LATEST_VERSION + 1)) == VERSIONS
 
 
 def test_there_is_a_fixture_for_every_version() -> None:
@@ -58,7 +73,9 @@ def test_each_fixture_upgrades_without_losing_a_row(tmp_path: Path, version: int
         assert len(store.recall(alice, "alice email").memories) >= 1
         assert store.recall(ACME, "alice email").ids.count("0" * 31 + "1") == 0  # ACL kept
         # And the upgraded file takes new writes of every kind.
-        store.remember(ACME, "New after the upgrade.", hints=["what is new"], entities=[{"name": "Alice"}])
+        store.remember(
+            ACME, "New after the upgrade.", hints=["what is new"], entities=[{"name": "Alice"}]
+        )
         assert len(store.recall(ACME, "what is new").memories) == 1
     conn = sqlite3.connect(path)
     conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
@@ -77,7 +94,9 @@ def test_migrating_twice_is_a_no_op(tmp_path: Path) -> None:
     conn.close()
 
 
-def test_a_failed_migration_leaves_the_previous_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_migration_leaves_the_previous_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import groundwire.memory.schema as schema
 
     path = tmp_path / "m.db"

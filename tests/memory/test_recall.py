@@ -16,9 +16,14 @@ from groundwire.memory.shaping import has_freshness_words, percentile, split_fac
 
 #: Every stage off: what is left is the fused channel score.
 BARE = MemoryRecallConfig(
-    facets=False, gravity=False, hub=False, resolution=False, freshness=False,
-    currentness=False, importance=False,
-)  # fmt: skip
+    facets=False,
+    gravity=False,
+    hub=False,
+    resolution=False,
+    freshness=False,
+    currentness=False,
+    importance=False,
+)
 
 
 def recall(store: MemoryStore, query: str, cfg: MemoryRecallConfig = BARE, **kw: object):  # type: ignore[no-untyped-def]
@@ -32,12 +37,16 @@ def test_content_scores_are_normalized_and_explained(store: MemoryStore) -> None
     result = recall(store, "zebra stripes")
     assert len(result.memories) == 2
     top, second = result.memories
-    assert top.memory.content.startswith("Zebras have") and top.channels["content"] == 1.0
+    assert top.memory.content.startswith("Zebras have")
+    assert top.channels["content"] == 1.0
     assert 0 < second.channels["content"] < 1.0
     assert top.explain == {
-        "score": top.score, "rank": 1, "channels": {"content": 1.0},
-        "stages": {"fused": 1.0}, "note": None,
-    }  # fmt: skip
+        "score": top.score,
+        "rank": 1,
+        "channels": {"content": 1.0},
+        "stages": {"fused": 1.0},
+        "note": None,
+    }
 
 
 def test_empty_queries_and_stop_words_only(store: MemoryStore) -> None:
@@ -57,16 +66,20 @@ def test_query_bounds(store: MemoryStore) -> None:
 
 
 @given(st.text(max_size=80))
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_any_query_text_is_safe(store: MemoryStore, query: str) -> None:
     """FTS5 query syntax in user text ("NEAR", quotes, *, -) is never interpreted."""
     store.remember(ACME, 'Quotes " and NEAR(a b) and * stars - minus: colons.')
     result = store.recall(ACME, query, touch=False)
-    assert all(0 < item.score for item in result.memories)
+    assert all(item.score > 0 for item in result.memories)
 
 
 def test_hint_match_takes_the_max_never_the_sum(store: MemoryStore) -> None:
-    both = store.remember(ACME, "Spotify premium renews monthly.", hints=["spotify premium renewal"])
+    both = store.remember(
+        ACME, "Spotify premium renews monthly.", hints=["spotify premium renewal"]
+    )
     content_only = store.remember(ACME, "Spotify premium renews monthly for the family plan.")
     result = recall(store, "spotify premium renewal")
     scores = {item.id: item for item in result.memories}
@@ -110,7 +123,8 @@ def test_graph_boost_is_additive_and_traversal_only_stays_below(store: MemorySto
     anchored = [i.score for i in result.memories if i.id != only.id]
     assert items[only.id].channels == {"graph": BARE.graph_boost}
     assert items[only.id].score < min(anchored)
-    assert result.ids[-1] == only.id and weak.id in items
+    assert result.ids[-1] == only.id
+    assert weak.id in items
     assert recall(store, "alice tea", replace(BARE, graph=False)).ids.count(only.id) == 0
 
 
@@ -123,11 +137,13 @@ def test_vector_channel_fuses_with_text(tmp_path: Path, clock: Clock) -> None:
         result = store.recall(ACME, "car", config=BARE)
         by_id = {item.id: item for item in result.memories}
         assert set(by_id) >= {semantic.id, lexical.id}
-        assert "vector" in by_id[semantic.id].channels and "content" not in by_id[semantic.id].channels
+        assert "vector" in by_id[semantic.id].channels
+        assert "content" not in by_id[semantic.id].channels
         text_weight = BARE.text_weight
         item = by_id[lexical.id]
         assert item.score == pytest.approx(
-            text_weight * item.channels["content"] + (1 - text_weight) * item.channels.get("vector", 0)
+            text_weight * item.channels["content"]
+            + (1 - text_weight) * item.channels.get("vector", 0)
         )
         assert store.recall(ACME, "car", config=replace(BARE, vectors=False)).ids == (lexical.id,)
 
@@ -152,7 +168,9 @@ def test_hub_dampening(store: MemoryStore) -> None:
     hub_only = store.remember(ACME, "Acme roadmap review", entities=[MemoryEntity("Acme")])
     for i in range(10):
         store.remember(ACME, f"other {i}", entities=[MemoryEntity(f"Entity{i}")])
-    mixed = store.remember(ACME, "Roadmap review with Dana", entities=[MemoryEntity("Acme"), MemoryEntity("Dana")])
+    mixed = store.remember(
+        ACME, "Roadmap review with Dana", entities=[MemoryEntity("Acme"), MemoryEntity("Dana")]
+    )
     result = recall(store, "roadmap review", replace(BARE, hub=True, graph=True))
     items = {i.id: i for i in result.memories}
     assert items[hub_only.id].stages["hub"] == 0.7
@@ -179,7 +197,9 @@ def test_percentile_is_nearest_rank() -> None:
         ("Offsite on 2026-03-14.", "fact", None),
     ],
 )
-def test_resolution_boost(store: MemoryStore, content: str, kind: str, factor: float | None) -> None:
+def test_resolution_boost(
+    store: MemoryStore, content: str, kind: str, factor: float | None
+) -> None:
     store.remember(ACME, content, type=kind)
     (item,) = recall(store, content, replace(BARE, resolution=True)).memories
     assert item.stages.get("resolution") == factor
@@ -208,13 +228,16 @@ def test_freshness_lifts_recent_memories_only_when_asked(store: MemoryStore, clo
     new = store.remember(ACME, "The release plan is version three!", created_at=T0 - DAY)
     cfg = replace(BARE, freshness=True)
     plain = recall(store, "release plan version", cfg)
-    assert not plain.freshness and all("freshness" not in i.stages for i in plain.memories)
+    assert not plain.freshness
+    assert all("freshness" not in i.stages for i in plain.memories)
     fresh = recall(store, "latest release plan version", cfg)
-    assert fresh.freshness and fresh.ids[0] == new.id
+    assert fresh.freshness
+    assert fresh.ids[0] == new.id
     items = {i.id: i for i in fresh.memories}
     assert 1.0 < items[old.id].stages["freshness"] < items[new.id].stages["freshness"] <= 1.2
     bounded = recall(store, "latest release plan version", cfg, since=T0 - 90 * DAY)
-    assert not bounded.freshness and all("freshness" not in i.stages for i in bounded.memories)
+    assert not bounded.freshness
+    assert all("freshness" not in i.stages for i in bounded.memories)
     now_query = recall(store, "release plan version now", cfg)
     assert not now_query.freshness
 
@@ -237,7 +260,9 @@ def test_currentness_prefers_the_new_fact_and_names_it(store: MemoryStore) -> No
     assert result.ids == (new.id, old.id)
     stale = result.memories[1]
     assert stale.stages["currentness"] == 0.5
-    assert stale.note is not None and "'Globex'" in stale.note and new.id in stale.note
+    assert stale.note is not None
+    assert "'Globex'" in stale.note
+    assert new.id in stale.note
     assert result.memories[0].note is None
     history = recall(store, "acme", cfg)  # history stays answerable
     assert history.ids == (old.id,)
@@ -248,14 +273,23 @@ def test_currentness_never_reveals_a_hidden_replacement(store: MemoryStore) -> N
         return [MemoryAttribute("Project", "codename", value, claim_key="c")]
 
     old = store.remember(ACME, "The project codename is Bluebird.", attributes=claim("Bluebird"))
-    store.remember(ACME, "The project codename is Nightjar.", attributes=claim("Nightjar"), acl=["group:secret"])
+    store.remember(
+        ACME,
+        "The project codename is Nightjar.",
+        attributes=claim("Nightjar"),
+        acl=["group:secret"],
+    )
     result = recall(store, "project codename", replace(BARE, currentness=True))
     assert result.ids == (old.id,)
     note = result.memories[0].note
-    assert note is not None and "Nightjar" not in note and "newer fact" in note
+    assert note is not None
+    assert "Nightjar" not in note
+    assert "newer fact" in note
 
 
-def test_importance_decays_with_days_since_access_unless_pinned(store: MemoryStore, clock: Clock) -> None:
+def test_importance_decays_with_days_since_access_unless_pinned(
+    store: MemoryStore, clock: Clock
+) -> None:
     a = store.remember(ACME, "Backups run nightly at two.", importance=0.8)
     b = store.remember(ACME, "Backups are kept for ninety days.", importance=0.8)
     store.pin(ACME, b.id)
@@ -265,7 +299,9 @@ def test_importance_decays_with_days_since_access_unless_pinned(store: MemorySto
     assert items[a.id].stages["importance_effective"] == pytest.approx(0.8 * 0.95**10)
     assert items[b.id].stages["importance_effective"] == pytest.approx(0.8)
     weight = BARE.importance_weight
-    assert items[a.id].stages["importance"] == pytest.approx(1 - weight + weight * 0.8 * 0.95**10, abs=1e-6)
+    assert items[a.id].stages["importance"] == pytest.approx(
+        1 - weight + weight * 0.8 * 0.95**10, abs=1e-6
+    )
     assert result.ids[0] == b.id
 
 
@@ -274,7 +310,9 @@ def test_access_is_counted_and_resets_decay(store: MemoryStore, clock: Clock) ->
     clock.now = T0 + 5 * DAY
     store.recall(ACME, "wifi password")
     again = store.get(ACME, memory.id)
-    assert again is not None and again.access_count == 1 and again.accessed_at == T0 + 5 * DAY
+    assert again is not None
+    assert again.access_count == 1
+    assert again.accessed_at == T0 + 5 * DAY
     store.recall(ACME, "wifi password", touch=False)
     assert store.get(ACME, memory.id).access_count == 1  # type: ignore[union-attr]
 
@@ -286,9 +324,10 @@ def test_facets_prefer_coverage_over_near_duplicates(store: MemoryStore) -> None
     cfg = replace(BARE, facets=True)
     result = recall(store, "alice hiking alps summer weekend and cello", cfg)
     items = {i.id: i for i in result.memories}
-    assert items[dup2.id].stages.get("facets") == cfg.near_duplicate_penalty or items[
-        dup1.id
-    ].stages.get("facets") == cfg.near_duplicate_penalty
+    assert (
+        items[dup2.id].stages.get("facets") == cfg.near_duplicate_penalty
+        or items[dup1.id].stages.get("facets") == cfg.near_duplicate_penalty
+    )
     assert items[other.id].stages.get("facets") == pytest.approx(1 + cfg.facet_bonus)
 
 
@@ -298,8 +337,18 @@ def test_split_facets() -> None:
 
 def test_every_stage_has_a_switch() -> None:
     cfg = MemoryRecallConfig()
-    for name in ("hints", "vectors", "graph", "facets", "gravity", "hub", "resolution",
-                 "freshness", "currentness", "importance"):  # fmt: skip
+    for name in (
+        "hints",
+        "vectors",
+        "graph",
+        "facets",
+        "gravity",
+        "hub",
+        "resolution",
+        "freshness",
+        "currentness",
+        "importance",
+    ):
         assert getattr(cfg, name) is True
         assert getattr(replace(cfg, **{name: False}), name) is False
     with pytest.raises(ConfigError, match="gravity_penalty"):
@@ -325,13 +374,18 @@ def test_sessions_record_rank_injection_and_text_hits(store: MemoryStore) -> Non
     a = store.remember(ACME, "Dana owns the billing service.", hints=["who owns billing"])
     b = store.remember(ACME, "Billing deploys on Wednesdays.")
     result = store.recall(ACME, "who owns billing", session_id="s1")
-    assert result.tracked and result.session_id == "s1"
+    assert result.tracked
+    assert result.session_id == "s1"
     store.track(ACME, "s1", result, injected=[a.id])
     rows = {r["memory_id"]: r for r in store.session_memories(ACME, "s1")}
-    assert rows[a.id]["rank"] == 1 and rows[a.id]["was_injected"] == 1
-    assert rows[a.id]["fts_hit_count"] == 2 and rows[a.id]["recall_count"] == 2
-    assert rows[b.id]["recall_count"] == 2 and rows[b.id]["was_injected"] == 1
-    assert store.end_session(ACME, "s1") and not store.end_session(ACME, "s1")
+    assert rows[a.id]["rank"] == 1
+    assert rows[a.id]["was_injected"] == 1
+    assert rows[a.id]["fts_hit_count"] == 2
+    assert rows[a.id]["recall_count"] == 2
+    assert rows[b.id]["recall_count"] == 2
+    assert rows[b.id]["was_injected"] == 1
+    assert store.end_session(ACME, "s1")
+    assert not store.end_session(ACME, "s1")
     other = MemoryScope("acme", "other-bot")
     assert store.session_memories(other, "s1") == []
 
@@ -342,4 +396,5 @@ def test_tracking_failure_never_fails_recall(store: MemoryStore, tmp_path: Path)
     with blocker._write():  # another writer holds the lock for the whole recall
         result = store.recall(ACME, "recall", session_id="s2")
     blocker.close()
-    assert len(result.memories) == 1 and not result.tracked
+    assert len(result.memories) == 1
+    assert not result.tracked

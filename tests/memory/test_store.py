@@ -17,8 +17,8 @@ from groundwire.config import (
     MEMORY_MAX_METADATA_BYTES,
 )
 from groundwire.memory import MemoryEntity, MemoryRelation, MemoryScope, MemoryStore
-from groundwire.memory.inputs import memory_id_for
 from groundwire.memory.schema import LATEST_VERSION
+from groundwire.memory.writes import memory_id_for
 
 
 def fts_rows(store: MemoryStore, table: str = "memories_fts") -> int:
@@ -33,15 +33,24 @@ def fts_rows(store: MemoryStore, table: str = "memories_fts") -> int:
 
 def test_remember_stores_every_field(store: MemoryStore) -> None:
     memory = store.remember(
-        ACME, "Alice prefers email.", type="preference", importance=0.9,
-        sources=["conv:D1:3"], metadata={"speaker": "Alice"}, created_at=T0 - DAY,
-    )  # fmt: skip
+        ACME,
+        "Alice prefers email.",
+        type="preference",
+        importance=0.9,
+        sources=["conv:D1:3"],
+        metadata={"speaker": "Alice"},
+        created_at=T0 - DAY,
+    )
     assert memory.id == memory_id_for(ACME, "Alice prefers email.")
-    assert len(memory.id) == 32 and int(memory.id, 16) >= 0
+    assert len(memory.id) == 32
+    assert int(memory.id, 16) >= 0
     assert (memory.type, memory.importance, memory.sources) == ("preference", 0.9, ("conv:D1:3",))
     assert memory.metadata == {"speaker": "Alice"}
-    assert memory.created_at == T0 - DAY and memory.accessed_at == T0 - DAY
-    assert memory.updated_at == T0 and not memory.pinned and not memory.deleted
+    assert memory.created_at == T0 - DAY
+    assert memory.accessed_at == T0 - DAY
+    assert memory.updated_at == T0
+    assert not memory.pinned
+    assert not memory.deleted
     assert store.get(ACME, memory.id) == memory
     assert memory.tag == f"[MEM:{memory.id}]"
 
@@ -49,7 +58,8 @@ def test_remember_stores_every_field(store: MemoryStore) -> None:
 def test_the_same_content_is_one_memory_whose_sources_merge(store: MemoryStore) -> None:
     first = store.remember(ACME, "Thanks!", sources=["t1"])
     again = store.remember(ACME, "Thanks!", sources=["t2", "t1"])
-    assert again.id == first.id and again.sources == ("t1", "t2")
+    assert again.id == first.id
+    assert again.sources == ("t1", "t2")
     assert store.stats(ACME)["memories"] == 1
     assert fts_rows(store) == 1
 
@@ -60,7 +70,8 @@ def test_forgotten_memory_revives_when_remembered_again(store: MemoryStore) -> N
     assert store.get(ACME, memory.id) is None
     assert store.recall(ACME, "office Berlin").memories == ()
     revived = store.remember(ACME, "The office moved to Berlin.")
-    assert revived.id == memory.id and not revived.deleted
+    assert revived.id == memory.id
+    assert not revived.deleted
     assert store.recall(ACME, "office Berlin").ids == (memory.id,)
 
 
@@ -70,18 +81,24 @@ def test_forget_removes_text_hints_graph_and_vectors_in_one_transaction(
     embedder = WordEmbedder()
     with MemoryStore(tmp_path / "m.db", embedder=embedder, clock=clock) as store:
         memory = store.remember(
-            ACME, "Bob runs the payments team.", hints=["who leads payments"],
-            entities=[MemoryEntity("Bob")], relations=[MemoryRelation("Bob", "leads", "Payments")],
-        )  # fmt: skip
+            ACME,
+            "Bob runs the payments team.",
+            hints=["who leads payments"],
+            entities=[MemoryEntity("Bob")],
+            relations=[MemoryRelation("Bob", "leads", "Payments")],
+        )
         keep = store.remember(ACME, "Carol runs design.", entities=[MemoryEntity("Bob")])
-        assert fts_rows(store) == 2 and fts_rows(store, "memory_hints_fts") == 1
+        assert fts_rows(store) == 2
+        assert fts_rows(store, "memory_hints_fts") == 1
         assert store.forget(ACME, memory.id)
         assert not store.forget(ACME, memory.id)  # already gone
-        assert fts_rows(store) == 1 and fts_rows(store, "memory_hints_fts") == 0
+        assert fts_rows(store) == 1
+        assert fts_rows(store, "memory_hints_fts") == 0
         for query in ("payments team", "who leads payments", "Bob"):
             assert memory.id not in store.recall(ACME, query).ids
         details = store.details(ACME, keep.id)
-        assert details is not None and details["entities"][0]["name"] == "Bob"
+        assert details is not None
+        assert details["entities"][0]["name"] == "Bob"
         bob = store.entities(ACME, name="bob")[0]
         assert bob["mentions"] == 1  # the forgotten memory's mention was taken back
         conn = sqlite3.connect(store.path)
@@ -117,10 +134,18 @@ def test_pin_and_unpin(store: MemoryStore) -> None:
         ({"content": "ok", "metadata": {"x": "y" * MEMORY_MAX_METADATA_BYTES}}, "bytes"),
         ({"content": "ok", "entities": [{"name": ""}]}, "entities[0].name"),
         ({"content": "ok", "entities": [{"nom": "x"}]}, "MemoryEntity"),
-        ({"content": "ok", "entities": [{"name": "x"}] * (MEMORY_MAX_ENTITIES + 1)}, "entities has"),
+        (
+            {"content": "ok", "entities": [{"name": "x"}] * (MEMORY_MAX_ENTITIES + 1)},
+            "entities has",
+        ),
         ({"content": "ok", "relations": [{"source": "a", "type": "", "target": "b"}]}, "type"),
-        ({"content": "ok", "attributes": [{"entity": "a", "aspect": "b", "value": "c",
-                                            "confidence": 2}]}, "confidence"),  # fmt: skip
+        (
+            {
+                "content": "ok",
+                "attributes": [{"entity": "a", "aspect": "b", "value": "c", "confidence": 2}],
+            },
+            "confidence",
+        ),
         ({"content": "ok", "hints": ["h"] * (MEMORY_MAX_HINTS + 1)}, "hints has"),
         ({"content": "ok", "created_at": -1}, "created_at"),
         ({"content": "ok", "colour": "red"}, "unknown field"),
@@ -156,7 +181,8 @@ def test_tenants_and_agents_never_see_each_other(store: MemoryStore) -> None:
     assert store.recall(ACME, "launch code name").ids == (ours.id,)
     assert store.recall(GLOBEX, "launch code name").ids == (theirs.id,)
     assert store.recall(OTHER_AGENT, "launch code name").ids == (other.id,)
-    assert store.get(GLOBEX, ours.id) is None and not store.forget(GLOBEX, ours.id)
+    assert store.get(GLOBEX, ours.id) is None
+    assert not store.forget(GLOBEX, ours.id)
     assert store.get(ACME, ours.id) is not None
 
 
@@ -177,7 +203,8 @@ def test_acl_labels_limit_who_sees_a_memory(store: MemoryStore) -> None:
     assert set(store.recall(alice, "June").ids) == {private.id, team.id, public.id}
     assert store.recall(bob, "June").ids == (public.id,)
     assert store.recall(ACME, "June").ids == (public.id,)  # no subject: open memories only
-    assert store.get(bob, private.id) is None and not store.forget(bob, private.id)
+    assert store.get(bob, private.id) is None
+    assert not store.forget(bob, private.id)
     # Remembering the same text again cannot widen who may see it.
     store.remember(ACME, "Alice's salary review is in June.")
     assert store.get(bob, private.id) is None
@@ -276,6 +303,12 @@ def test_stats_counts(store: MemoryStore) -> None:
     store.forget(ACME, gone.id)
     store.remember(GLOBEX, "theirs")
     stats = store.stats(ACME)
-    assert (stats["memories"], stats["forgotten"], stats["entities"], stats["hints"]) == (1, 1, 1, 1)
+    assert (stats["memories"], stats["forgotten"], stats["entities"], stats["hints"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
     assert store.stats()["memories"] == 2
-    assert stats["bytes"] > 0 and stats["schema_version"] == LATEST_VERSION
+    assert stats["bytes"] > 0
+    assert stats["schema_version"] == LATEST_VERSION

@@ -1,11 +1,13 @@
 """Check the citations of a generated answer against the evidence that was offered.
 
-Two syntaxes are recognized, one reference per pair of brackets:
+Three syntaxes are recognized, one reference per pair of brackets:
 
 - ``[evidence:ID]`` — an evidence excerpt (its ``id``, a chunk id such as
   ``docs/guide.md#3``);
 - ``[KB:ID@VERSION]`` — a knowledge entry or document chunk at one version, as
-  :attr:`groundwire.Citation.tag` writes it (``[KB:security.api-keys@2026-11-15]``).
+  :attr:`groundwire.Citation.tag` writes it (``[KB:security.api-keys@2026-11-15]``);
+- ``[MEM:ID]`` — an agent memory recalled into the turn's memory block
+  (:attr:`groundwire.Memory.tag`), checked against the ``memories`` argument.
 
 The prefixes are matched case-insensitively and spaces just inside the brackets are
 ignored; an id may itself hold balanced brackets (``pages/[slug].md#0``). A ``[KB:...]``
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from groundwire.ground.evidence import EvidenceResult
+from groundwire.memory import Memory, MemoryBlock, MemoryContext, RecalledMemory
 from groundwire.model import Chunk, Citation, Excerpt, KnowledgeBlock, KnowledgeEntry
 
 __all__ = [
@@ -35,13 +38,15 @@ __all__ = [
     "validate_citations",
 ]
 
-CitationKind = Literal["evidence", "kb"]
+CitationKind = Literal["evidence", "kb", "memory"]
 CitationProblem = Literal["unknown-id", "wrong-version", "malformed"]
 
 #: What :func:`validate_citations` accepts as the evidence that was offered.
 EvidenceLike = (
     EvidenceResult | KnowledgeBlock | Iterable[Excerpt | Citation | Chunk | KnowledgeEntry]
 )
+#: What :func:`validate_citations` accepts as the memories that were offered.
+MemoriesLike = MemoryContext | MemoryBlock | Iterable[Memory | RecalledMemory | str]
 
 # An id: any run of characters without a line break, where brackets only appear in
 # balanced, unnested pairs (paths like "pages/[slug].md" are real chunk ids).
@@ -49,6 +54,7 @@ _ID = r"(?:[^\[\]\n]|\[[^\[\]\n]*\])+?"
 _CITATION = re.compile(
     r"\[[ \t]*(?:"
     rf"(?P<ev>(?i:evidence)):[ \t]*(?P<evid>{_ID})"
+    rf"|(?P<mem>(?i:MEM)):[ \t]*(?P<memid>{_ID})"
     rf"|(?P<kb>(?i:KB)):[ \t]*(?P<kbid>{_ID})@(?P<version>[^@\[\]\n]+?)"
     rf"|(?P<bad>(?i:KB)):(?P<badid>{_ID})"
     r")[ \t]*\]"
@@ -89,6 +95,7 @@ class CitationReport:
 
     citations: tuple[CitationCheck, ...]
     offered: tuple[Citation, ...]
+    offered_memories: tuple[str, ...] = ()
 
     @property
     def valid(self) -> tuple[CitationCheck, ...]:
@@ -152,6 +159,27 @@ def offered_citations(evidence: EvidenceLike) -> tuple[Citation, ...]:
     return tuple(found.values())
 
 
+def offered_memory_ids(memories: MemoriesLike | None) -> tuple[str, ...]:
+    """The memory ids a turn's memory block offered, deduplicated, in order."""
+    if memories is None:
+        return ()
+    if isinstance(memories, MemoryContext | MemoryBlock):
+        return memories.memory_ids
+    if isinstance(memories, str | bytes):
+        raise TypeError("memories must be a MemoryContext, a MemoryBlock or a list")
+    out: dict[str, None] = {}
+    for item in memories:
+        if isinstance(item, RecalledMemory | Memory):
+            out[item.id] = None
+        elif isinstance(item, str):
+            out[item] = None
+        else:
+            raise TypeError(
+                f"memories items must be Memory, RecalledMemory or ids, got {type(item).__name__}"
+            )
+    return tuple(out)
+
+
 def _check(
     kind: CitationKind, cited_id: str, version: str | None, versions: dict[str, set[str]]
 ) -> CitationProblem | None:
@@ -162,18 +190,25 @@ def _check(
     return None
 
 
-def validate_citations(text: str, evidence: EvidenceLike) -> CitationReport:
+def validate_citations(
+    text: str, evidence: EvidenceLike = (), *, memories: MemoriesLike | None = None
+) -> CitationReport:
     """Find every ``[evidence:ID]`` and ``[KB:ID@VERSION]`` in ``text`` and check each.
 
     ``evidence`` is what was offered to the model: an
     :class:`~groundwire.EvidenceResult`, a :class:`~groundwire.KnowledgeBlock`, or a list
     of :class:`~groundwire.Excerpt`, :class:`~groundwire.Citation`,
-    :class:`~groundwire.Chunk` or :class:`~groundwire.KnowledgeEntry` records. Returns a
+    :class:`~groundwire.Chunk` or :class:`~groundwire.KnowledgeEntry` records;
+    ``memories`` the memories offered (``GenerateResult.memory``, a
+    :class:`~groundwire.MemoryBlock`, or memories or ids), which ``[MEM:ID]`` must name.
+    Returns a
     :class:`CitationReport`; never raises for any text. Checks ids, not truth.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, got {type(text).__name__}")
     offered = offered_citations(evidence)
+    memory_ids = offered_memory_ids(memories)
+    known_memories = set(memory_ids)
     versions: dict[str, set[str]] = {}
     for citation in offered:
         versions.setdefault(citation.id, set()).add(citation.version)
@@ -187,6 +222,9 @@ def validate_citations(text: str, evidence: EvidenceLike) -> CitationReport:
                 base, _, at = cited_id.rpartition("@")
                 if _check(kind, base, at, versions) is None:
                     cited_id, version, problem = base, at, None
+        elif match.group("mem") is not None:
+            kind, cited_id, version = "memory", match.group("memid").strip(), None
+            problem = None if cited_id in known_memories else "unknown-id"
         elif match.group("kb") is not None:
             kind = "kb"
             cited_id, version = match.group("kbid").strip(), match.group("version").strip()
@@ -199,4 +237,4 @@ def validate_citations(text: str, evidence: EvidenceLike) -> CitationReport:
                 kind, cited_id, version, match.group(0), match.start(), match.end(), problem
             )
         )
-    return CitationReport(tuple(checks), offered)
+    return CitationReport(tuple(checks), offered, memory_ids)

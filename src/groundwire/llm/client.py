@@ -19,6 +19,15 @@ Grounding fails open: an engine that reports a failure or raises leaves the turn
 ungrounded, and ``result.knowledge.failure_reason`` says why. The knowledge block
 belongs to this turn's system prompt only; memory receives the user input and the
 final assistant text, nothing else.
+
+With agent memory (``Client(memory=store, memory_scope=scope)``, a
+:class:`~groundwire.MemoryStore`), every call with input also recalls the memories
+that fit the input for the call's scope and adds them as a second block beside the
+knowledge block: quoted, untrusted data whose memories the model cites as
+``[MEM:<id>]`` (check them with ``validate_citations(text, knowledge,
+memories=result.memory)``). Recall fails open too (``result.memory.failure_reason``);
+nothing is ever written into agent memory by a call, the knowledge block least of all.
+Conversation memory (the session's raw turns) is ``conversation_memory=``.
 """
 
 from __future__ import annotations
@@ -28,11 +37,16 @@ import copy
 import logging
 import math
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from groundwire.config import DEFAULT_MAX_TOOL_ROUNDS, DEFAULT_RECENT_TURNS
+from groundwire.config import (
+    DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_RECENT_TURNS,
+    MEMORY_BLOCK_MAX_TOKENS,
+)
 from groundwire.embed import Embedder
 from groundwire.errors import ConfigError, ProviderError, QueryError
 from groundwire.ground import GroundingEngine
@@ -65,6 +79,7 @@ from groundwire.llm.tools import (
     run_tool_loop,
     search_knowledge_base_tool,
 )
+from groundwire.memory import MemoryContext, MemoryScope, MemoryStore, render_memory_block
 from groundwire.model import GroundingMetadata, KnowledgeBlock, Scope, Turn
 
 __all__ = ["AsyncStreamResult", "Client", "GenerateResult", "StreamResult", "SystemPrompt"]
@@ -91,6 +106,7 @@ class GenerateResult:
     usage: Usage = field(default_factory=Usage)
     knowledge: GroundingMetadata | None = None
     finish_reason: str | None = None
+    memory: MemoryContext | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +125,7 @@ class _Call:
     max_tokens: int | None
     tools: tuple[ToolSpec, ...]
     timeout_s: float | None
+    memory_scope: MemoryScope | None = None
 
 
 class Client:
@@ -117,7 +134,11 @@ class Client:
     ``providers``: a :class:`~groundwire.llm.base.Provider`, or a list tried in order whose
     items are providers or ``(provider, model)`` pairs (one provider, several models).
     ``grounding``: the engine used by calls that pass ``use_knowledge_grounding=True``.
-    ``memory``: conversation memory for calls that pass ``session_id``.
+    ``memory``: agent memory (a :class:`~groundwire.MemoryStore`) recalled on every call
+    for ``memory_scope`` (or the call's ``memory_scope``), into a block cited ``[MEM:<id>]``;
+    at most ``memory_max_tokens`` tokens. ``conversation_memory``: the session history
+    for calls that pass ``session_id`` (a ConversationMemory given as ``memory`` is
+    still accepted, with a DeprecationWarning).
     ``system_prompt``: the default system prompt (text, or a zero-argument callable
     resolved on every call). ``timeout_s``: the default time limit of one provider
     attempt. Retries belong to each provider (its ``RetryPolicy``), which retries its
@@ -131,15 +152,41 @@ class Client:
         providers: Provider | Sequence[Candidate],
         *,
         grounding: GroundingEngine | None = None,
-        memory: ConversationMemory | None = None,
+        memory: MemoryStore | ConversationMemory | None = None,
         system_prompt: SystemPrompt | None = None,
         timeout_s: float | None = None,
         embedder: Embedder | None = None,
+        conversation_memory: ConversationMemory | None = None,
+        memory_scope: MemoryScope | None = None,
+        memory_max_tokens: int = MEMORY_BLOCK_MAX_TOKENS,
     ) -> None:
         self._providers = _check_candidates(providers)
         self._embedder = embedder  # files=: hybrid search over chunk vectors when set
         self._grounding = grounding
-        self._memory = memory
+        if memory is not None and not isinstance(memory, MemoryStore):
+            if conversation_memory is not None:
+                raise ConfigError(
+                    "memory= takes a MemoryStore (agent memory); pass the conversation "
+                    "history as conversation_memory= only"
+                )
+            warnings.warn(
+                "Client(memory=<ConversationMemory>) is deprecated: pass it as "
+                "conversation_memory=; memory= is for agent memory (MemoryStore)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            memory, conversation_memory = None, memory
+        if memory_scope is not None and not isinstance(memory_scope, MemoryScope):
+            raise ConfigError(f"memory_scope={memory_scope!r} is invalid: expected a MemoryScope")
+        self._memory = conversation_memory
+        self._store = memory
+        self._memory_scope = memory_scope
+        self._memory_tokens = memory_max_tokens
+        tokens = memory_max_tokens
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise ConfigError(
+                f"memory_max_tokens={memory_max_tokens!r} is invalid: expected an integer >= 1"
+            )
         self._system_prompt = _check_system_prompt(system_prompt)
         self._timeout_s = _check_timeout(timeout_s)
 
@@ -163,6 +210,7 @@ class Client:
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] | None = None,
         timeout_s: float | None = None,
+        memory_scope: MemoryScope | None = None,
         files: Sequence[FileInput] | None = None,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
     ) -> GenerateResult:
@@ -179,21 +227,22 @@ class Client:
         """
         call = self._call(
             input, system_prompt, conversation_messages, session_id, use_knowledge_grounding,
-            knowledge_context, model, temperature, max_tokens, tools, timeout_s,
+            knowledge_context, model, temperature, max_tokens, tools, timeout_s, memory_scope,
         )  # fmt: skip
         if call.reads_memory:
             call = replace(call, history=self._read_memory(call))
         knowledge, block = self._ground(call)
-        request = self._request(call, block)
+        memory = self._recall(call)
+        request = self._request(call, block, memory)
         if files:
             provider = FallbackProvider(self._providers)
             tool = search_knowledge_base_tool(files_knowledge_base(files), embedder=self._embedder)
             loop = run_tool_loop(provider, request, [tool], max_rounds=max_tool_rounds)
             self._remember(call, loop.text)
-            return _tool_loop_result(loop.completion, knowledge, provider.last)
+            return _tool_loop_result(loop.completion, knowledge, provider.last, memory)
         answered = complete_with_fallback(self._providers, request)
         self._remember(call, answered.completion.text)
-        return _result(answered.completion, knowledge, answered.provider, answered.model)
+        return _result(answered.completion, knowledge, answered.provider, answered.model, memory)
 
     def stream(
         self,
@@ -209,6 +258,7 @@ class Client:
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] | None = None,
         timeout_s: float | None = None,
+        memory_scope: MemoryScope | None = None,
     ) -> StreamResult:
         """Stream the answer: grounds now, calls the provider as the result is iterated.
 
@@ -217,14 +267,15 @@ class Client:
         """
         call = self._call(
             input, system_prompt, conversation_messages, session_id, use_knowledge_grounding,
-            knowledge_context, model, temperature, max_tokens, tools, timeout_s,
+            knowledge_context, model, temperature, max_tokens, tools, timeout_s, memory_scope,
         )  # fmt: skip
         if call.reads_memory:
             call = replace(call, history=self._read_memory(call))
         knowledge, block = self._ground(call)
-        request = self._request(call, block)
+        memory = self._recall(call)
+        request = self._request(call, block, memory)
         events = stream_with_fallback(self._providers, request)
-        return StreamResult(events, knowledge, lambda text: self._remember(call, text))
+        return StreamResult(events, knowledge, lambda text: self._remember(call, text), memory)
 
     async def agenerate(
         self,
@@ -240,28 +291,30 @@ class Client:
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] | None = None,
         timeout_s: float | None = None,
+        memory_scope: MemoryScope | None = None,
         files: Sequence[FileInput] | None = None,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
     ) -> GenerateResult:
         """Async :meth:`generate` (grounding runs through ``GroundingEngine.aground``)."""
         call = self._call(
             input, system_prompt, conversation_messages, session_id, use_knowledge_grounding,
-            knowledge_context, model, temperature, max_tokens, tools, timeout_s,
+            knowledge_context, model, temperature, max_tokens, tools, timeout_s, memory_scope,
         )  # fmt: skip
         if call.reads_memory:
             call = replace(call, history=await asyncio.to_thread(self._read_memory, call))
         knowledge, block = await self._aground(call)
-        request = self._request(call, block)
+        memory = await asyncio.to_thread(self._recall, call)
+        request = self._request(call, block, memory)
         if files:
             provider = FallbackProvider(self._providers)
             kb = await asyncio.to_thread(files_knowledge_base, files)
             tool = await asyncio.to_thread(search_knowledge_base_tool, kb, embedder=self._embedder)
             loop = await arun_tool_loop(provider, request, [tool], max_rounds=max_tool_rounds)
             await asyncio.to_thread(self._remember, call, loop.text)
-            return _tool_loop_result(loop.completion, knowledge, provider.last)
+            return _tool_loop_result(loop.completion, knowledge, provider.last, memory)
         answered = await acomplete_with_fallback(self._providers, request)
         await asyncio.to_thread(self._remember, call, answered.completion.text)
-        return _result(answered.completion, knowledge, answered.provider, answered.model)
+        return _result(answered.completion, knowledge, answered.provider, answered.model, memory)
 
     async def astream(
         self,
@@ -277,22 +330,24 @@ class Client:
         max_tokens: int | None = None,
         tools: Sequence[ToolSpec] | None = None,
         timeout_s: float | None = None,
+        memory_scope: MemoryScope | None = None,
     ) -> AsyncStreamResult:
         """Async :meth:`stream`: ``s = await client.astream(...)``, then ``async for``."""
         call = self._call(
             input, system_prompt, conversation_messages, session_id, use_knowledge_grounding,
-            knowledge_context, model, temperature, max_tokens, tools, timeout_s,
+            knowledge_context, model, temperature, max_tokens, tools, timeout_s, memory_scope,
         )  # fmt: skip
         if call.reads_memory:
             call = replace(call, history=await asyncio.to_thread(self._read_memory, call))
         knowledge, block = await self._aground(call)
-        request = self._request(call, block)
+        memory = await asyncio.to_thread(self._recall, call)
+        request = self._request(call, block, memory)
         events = astream_with_fallback(self._providers, request)
 
         async def remember(text: str) -> None:
             await asyncio.to_thread(self._remember, call, text)
 
-        return AsyncStreamResult(events, knowledge, remember)
+        return AsyncStreamResult(events, knowledge, remember, memory)
 
     # -- one call, step by step ----------------------------------------------------------------
     def _call(
@@ -308,15 +363,24 @@ class Client:
         max_tokens: int | None,
         tools: Sequence[ToolSpec] | None,
         timeout_s: float | None,
+        memory_scope: MemoryScope | None = None,
     ) -> _Call:
         """Copy and check the call's options: nothing below touches the caller's objects."""
         if not isinstance(input, str):
             raise QueryError(f"input must be a string, got {type(input).__name__}")
         history = _messages(conversation_messages)
-        if session_id is not None and self._memory is None:
+        if session_id is not None and self._memory is None and self._store is None:
             raise ConfigError(
                 "session_id needs conversation memory: create the client with "
-                "Client(..., memory=InMemoryConversationMemory())"
+                "Client(..., conversation_memory=InMemoryConversationMemory())"
+            )
+        if memory_scope is not None and not isinstance(memory_scope, MemoryScope):
+            raise ConfigError(f"memory_scope={memory_scope!r} is invalid: expected a MemoryScope")
+        scope = memory_scope if memory_scope is not None else self._memory_scope
+        if self._store is not None and scope is None:
+            raise ConfigError(
+                "agent memory needs a scope: pass memory_scope=MemoryScope(tenant, agent, ...) "
+                "to the Client or to this call"
             )
         return _Call(
             input=input,
@@ -325,7 +389,9 @@ class Client:
             else self._system_prompt,
             history=history,
             session_id=session_id,
-            reads_memory=session_id is not None and conversation_messages is None,
+            reads_memory=session_id is not None
+            and conversation_messages is None
+            and self._memory is not None,
             # The opt-in is exactly True: a truthy string or 1 does not ground a turn.
             ground=use_knowledge_grounding is True,
             scope=_copy_scope(knowledge_context),
@@ -334,6 +400,7 @@ class Client:
             max_tokens=max_tokens,
             tools=_tools(tools),
             timeout_s=_check_timeout(timeout_s) if timeout_s is not None else self._timeout_s,
+            memory_scope=scope,
         )
 
     def _read_memory(self, call: _Call) -> tuple[Message, ...]:
@@ -370,13 +437,36 @@ class Client:
             return _error_metadata(started), None
         return outcome.metadata, outcome.block
 
-    def _request(self, call: _Call, block: KnowledgeBlock | None) -> ChatRequest:
+    def _recall(self, call: _Call) -> MemoryContext | None:
+        """Recall agent memory for the input; fails open (the turn goes on without it)."""
+        if self._store is None or not call.input.strip() or call.memory_scope is None:
+            return None
+        started = time.perf_counter()
+        try:
+            found = self._store.recall(call.memory_scope, call.input, touch=False)
+            block = render_memory_block(found, max_tokens=self._memory_tokens)
+        except Exception:
+            logger.exception("agent memory recall failed; continuing without memories")
+            elapsed = round((time.perf_counter() - started) * 1000.0, 3)
+            return MemoryContext(None, failure_reason="error", duration_ms=elapsed)
+        if block is not None:  # bookkeeping of what the model is shown; best effort
+            self._store.track(call.memory_scope, call.session_id, found, injected=block.memory_ids)
+        reason = None if block else ("budget-exhausted" if found.memories else "no-match")
+        elapsed = round((time.perf_counter() - started) * 1000.0, 3)
+        return MemoryContext(block, found.ids, found.timed_out, reason, elapsed)  # type: ignore[arg-type]
+
+    def _request(
+        self, call: _Call, block: KnowledgeBlock | None, memory: MemoryContext | None = None
+    ) -> ChatRequest:
         """The one enriched request every provider attempt receives."""
         if not call.input and not call.history:
             raise QueryError("nothing to send: pass input, or conversation_messages to answer")
         system = _resolve(call.system_prompt)  # a callable resolves before the append
         if block is not None and block.content:
             system = f"{system}\n\n{block.content}" if system else block.content
+        if memory is not None and memory.block is not None:  # beside the knowledge block
+            recalled = memory.block.content
+            system = f"{system}\n\n{recalled}" if system else recalled
         messages = (*call.history, Message("user", call.input)) if call.input else call.history
         return ChatRequest(
             messages=messages,
@@ -413,9 +503,11 @@ class StreamResult(Iterator[str]):
         events: FallbackStream,
         knowledge: GroundingMetadata | None,
         on_done: Callable[[str], None],
+        memory: MemoryContext | None = None,
     ) -> None:
         self._events = events
         self.knowledge = knowledge
+        self.memory = memory
         self._on_done = on_done
         self._result: GenerateResult | None = None
 
@@ -443,7 +535,7 @@ class StreamResult(Iterator[str]):
         completion = _done_completion(event)
         self._on_done(completion.text)
         self._result = _result(
-            completion, self.knowledge, self._events.provider, self._events.model
+            completion, self.knowledge, self._events.provider, self._events.model, self.memory
         )
 
     def close(self) -> None:
@@ -465,9 +557,11 @@ class AsyncStreamResult(AsyncIterator[str]):
         events: AsyncFallbackStream,
         knowledge: GroundingMetadata | None,
         on_done: Callable[[str], Awaitable[None]],
+        memory: MemoryContext | None = None,
     ) -> None:
         self._events = events
         self.knowledge = knowledge
+        self.memory = memory
         self._on_done = on_done
         self._result: GenerateResult | None = None
 
@@ -495,7 +589,7 @@ class AsyncStreamResult(AsyncIterator[str]):
         completion = _done_completion(event)
         await self._on_done(completion.text)
         self._result = _result(
-            completion, self.knowledge, self._events.provider, self._events.model
+            completion, self.knowledge, self._events.provider, self._events.model, self.memory
         )
 
     async def aclose(self) -> None:
@@ -605,12 +699,15 @@ def _done_completion(event: StreamEvent) -> Completion:
 
 
 def _tool_loop_result(
-    completion: Completion, knowledge: GroundingMetadata | None, last: FallbackResult | None
+    completion: Completion,
+    knowledge: GroundingMetadata | None,
+    last: FallbackResult | None,
+    memory: MemoryContext | None = None,
 ) -> GenerateResult:
     """The result of a tool loop: its last completion, from the provider that gave it."""
     if last is None:
-        return _result(completion, knowledge, None, None)
-    return _result(completion, knowledge, last.provider, last.model)
+        return _result(completion, knowledge, None, None, memory)
+    return _result(completion, knowledge, last.provider, last.model, memory)
 
 
 def _result(
@@ -618,6 +715,7 @@ def _result(
     knowledge: GroundingMetadata | None,
     provider: Provider | None,
     model: str | None,
+    memory: MemoryContext | None = None,
 ) -> GenerateResult:
     name = getattr(provider, "name", None) if provider is not None else None
     return GenerateResult(
@@ -628,6 +726,7 @@ def _result(
         usage=completion.usage,
         knowledge=knowledge,
         finish_reason=completion.finish_reason,
+        memory=memory,
     )
 
 

@@ -11,7 +11,7 @@ Modules: ``schema`` (layout and migrations), ``inputs`` (checking writes), ``sto
 ``vectors`` (the embedding channel), ``block`` (the recalled-memory prompt block).
 """
 
-from groundwire.memory.block import MemoryBlock, render_memory_block
+from groundwire.memory.block import MemoryBlock, MemoryContext, render_memory_block
 from groundwire.memory.records import (
     GraphBoost,
     Memory,
@@ -33,6 +33,7 @@ __all__ = [
     "Memory",
     "MemoryAttribute",
     "MemoryBlock",
+    "MemoryContext",
     "MemoryEntity",
     "MemoryRecall",
     "MemoryRelation",

@@ -18,7 +18,7 @@ from groundwire.config import MEMORY_BLOCK_MAX_TOKENS, estimate_tokens
 from groundwire.errors import ConfigError
 from groundwire.memory.records import MemoryRecall
 
-__all__ = ["MEMORY_INSTRUCTIONS", "MemoryBlock", "render_memory_block"]
+__all__ = ["MEMORY_INSTRUCTIONS", "MemoryBlock", "MemoryContext", "render_memory_block"]
 
 MEMORY_INSTRUCTIONS: Final = (
     "Memories recalled from earlier conversations with this user are below, one JSON "
@@ -86,3 +86,25 @@ def render_memory_block(
         return None
     content = "\n".join([MEMORY_INSTRUCTIONS, _OPEN, *lines, _CLOSE])
     return MemoryBlock(content, tuple(kept), tuple(dropped), token_estimator(content))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContext:
+    """What agent memory contributed to one model turn (``GenerateResult.memory``).
+
+    ``block`` is what the model saw (None when nothing was recalled or fitted);
+    ``recalled_ids`` every memory recall returned, best first; ``failure_reason`` is
+    ``no-match``, ``budget-exhausted`` or ``error`` when there is no block (recall
+    failing never fails the turn); ``timed_out`` is the graph lookup's flag.
+    """
+
+    block: MemoryBlock | None
+    recalled_ids: tuple[str, ...] = ()
+    timed_out: bool = False
+    failure_reason: Literal["no-match", "budget-exhausted", "error"] | None = None
+    duration_ms: float = 0.0
+
+    @property
+    def memory_ids(self) -> tuple[str, ...]:
+        """The memories the model was shown (the ones it may cite)."""
+        return self.block.memory_ids if self.block is not None else ()

@@ -156,9 +156,18 @@ def _attribute(
         "INSERT INTO entity_attributes (entity_id, aspect_id, memory_id, group_key, claim_key,"
         " value, status, confidence, created_at, updated_at)"
         " VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
-        (entity, aspect, memory_id, claim.group_key, claim.claim_key, claim.value,
-         claim.confidence, now, now),
-    )  # fmt: skip
+        (
+            entity,
+            aspect,
+            memory_id,
+            claim.group_key,
+            claim.claim_key,
+            claim.value,
+            claim.confidence,
+            now,
+            now,
+        ),
+    )
     if claim.claim_key is None:
         return
     conn.execute(

@@ -68,7 +68,7 @@ def _match(terms: Sequence[str]) -> str:
 
 
 def _time_sql(since: float | None, until: float | None) -> tuple[str, list[object]]:
-    sql, params = "", []
+    sql, params = "", list[object]()
     if since is not None:
         sql, params = sql + " AND m.created_at >= ?", [*params, float(since)]
     if until is not None:
@@ -86,7 +86,9 @@ def _normalized(rows: Sequence[tuple[str, float]]) -> dict[str, float]:
     return out
 
 
-def _content(conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int) -> dict[str, float]:
+def _content(
+    conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int
+) -> dict[str, float]:
     rows = conn.execute(
         "SELECT m.id, -bm25(memories_fts) AS s FROM memories_fts JOIN memories m"
         f" ON m.seq = memories_fts.rowid WHERE memories_fts MATCH ? AND {where}"
@@ -96,7 +98,9 @@ def _content(conn: sqlite3.Connection, terms: Sequence[str], where: str, params:
     return _normalized(rows)
 
 
-def _hints(conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int) -> dict[str, float]:
+def _hints(
+    conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int
+) -> dict[str, float]:
     rows = conn.execute(
         "WITH x AS MATERIALIZED (SELECT h.memory_id AS memory_id, -bm25(memory_hints_fts) AS s"
         " FROM memory_hints_fts JOIN memory_hints h ON h.id = memory_hints_fts.rowid"
@@ -109,9 +113,14 @@ def _hints(conn: sqlite3.Connection, terms: Sequence[str], where: str, params: l
 
 
 def _vectors(
-    store: MemoryStore, conn: sqlite3.Connection, scope: MemoryScope, query: str,
-    where: str, params: list[object], k: int,
-) -> dict[str, float]:  # fmt: skip
+    store: MemoryStore,
+    conn: sqlite3.Connection,
+    scope: MemoryScope,
+    query: str,
+    where: str,
+    params: list[object],
+    k: int,
+) -> dict[str, float]:
     embedder = store.embedder
     if embedder is None:
         return {}
@@ -143,12 +152,12 @@ def _vectors(
     picked = sorted(((float(sims[i]), ids[i]) for i in chosen), key=lambda p: (-p[0], p[1]))
     high, low = picked[0][0], picked[-1][0]
     spread = high - low
-    return {
-        mid: (sim - low) / spread if spread > 0 else 1.0 for sim, mid in picked if sim > 0
-    }
+    return {mid: (sim - low) / spread if spread > 0 else 1.0 for sim, mid in picked if sim > 0}
 
 
-def _hub_threshold(store: MemoryStore, conn: sqlite3.Connection, scope: MemoryScope, cfg: MemoryRecallConfig) -> float:
+def _hub_threshold(
+    store: MemoryStore, conn: sqlite3.Connection, scope: MemoryScope, cfg: MemoryRecallConfig
+) -> float:
     key = (scope.tenant, scope.agent)
     version = store.cache_key(conn)
     cached = store.caches.hubs.get(key)
@@ -173,10 +182,18 @@ def _load(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Candidate]:
         list(ids),
     ).fetchall()
     return {
-        r[0]: Candidate(r[0], r[1], frozenset(r[2].split()), r[3], float(r[4]), bool(r[5]),
-                        float(r[6]), float(r[7]))
+        r[0]: Candidate(
+            r[0],
+            r[1],
+            frozenset(r[2].split()),
+            r[3],
+            float(r[4]),
+            bool(r[5]),
+            float(r[6]),
+            float(r[7]),
+        )
         for r in rows
-    }  # fmt: skip
+    }
 
 
 def _graph_links(conn: sqlite3.Connection, candidates: dict[str, Candidate]) -> None:
@@ -190,7 +207,9 @@ def _graph_links(conn: sqlite3.Connection, candidates: dict[str, Candidate]) -> 
         candidates[memory_id].entity_mentions.append(int(count))
 
 
-def _currentness(conn: sqlite3.Connection, scope: MemoryScope, candidates: dict[str, Candidate]) -> None:
+def _currentness(
+    conn: sqlite3.Connection, scope: MemoryScope, candidates: dict[str, Candidate]
+) -> None:
     """Notes for candidates with superseded attributes, naming visible replacements."""
     marks = ", ".join("?" for _ in candidates)
     condition, params = visible_sql(scope)
@@ -204,7 +223,8 @@ def _currentness(conn: sqlite3.Connection, scope: MemoryScope, candidates: dict[
         current = successor
         for _ in range(32):  # follow the chain to the claim that is current now
             nxt = conn.execute(
-                "SELECT superseded_by FROM entity_attributes WHERE id = ? AND status = 'superseded'",
+                "SELECT superseded_by FROM entity_attributes"
+                " WHERE id = ? AND status = 'superseded'",
                 (current,),
             ).fetchone()
             if nxt is None or nxt[0] is None:
@@ -260,10 +280,15 @@ def run(
         stop = store.stopwords
         tokens = [t for t in name_tokens(query) if t not in stop]
         graph = graph_boost(
-            conn, scope, tokens, max_entities=cfg.graph_max_entities,
-            max_neighbours=cfg.graph_max_neighbours, max_memories=cfg.graph_max_memories,
-            deadline_ms=cfg.graph_deadline_ms, clock=store.timer,
-        )  # fmt: skip
+            conn,
+            scope,
+            tokens,
+            max_entities=cfg.graph_max_entities,
+            max_neighbours=cfg.graph_max_neighbours,
+            max_memories=cfg.graph_max_memories,
+            deadline_ms=cfg.graph_deadline_ms,
+            clock=store.timer,
+        )
     linked = set(graph.memory_ids)
     if time_sql:  # the graph lookup knows no time bounds: apply them to what it found
         linked = _in_time(conn, linked, time_sql, time_params)
@@ -318,11 +343,15 @@ def run(
     return Ranked(query, memories, graph, freshness)
 
 
-def _in_time(conn: sqlite3.Connection, ids: set[str], time_sql: str, params: list[object]) -> set[str]:
+def _in_time(
+    conn: sqlite3.Connection, ids: set[str], time_sql: str, params: list[object]
+) -> set[str]:
     if not ids:
         return set()
     marks = ", ".join("?" for _ in ids)
-    rows = conn.execute(f"SELECT m.id FROM memories m WHERE m.id IN ({marks}){time_sql}", [*ids, *params])
+    rows = conn.execute(
+        f"SELECT m.id FROM memories m WHERE m.id IN ({marks}){time_sql}", [*ids, *params]
+    )
     return {row[0] for row in rows}
 
 
@@ -332,21 +361,32 @@ def _memories(conn: sqlite3.Connection, top: Sequence[Candidate]) -> tuple[Recal
     if not top:
         return ()
     marks = ", ".join("?" for _ in top)
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks})", [c.id for c in top])
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks})", [c.id for c in top]
+    )
     by_id = {row[0]: row_memory(row) for row in rows}
     return tuple(
-        RecalledMemory(by_id[c.id], round(c.score, 6), rank, dict(c.channels), dict(c.stages), c.note)
+        RecalledMemory(
+            by_id[c.id], round(c.score, 6), rank, dict(c.channels), dict(c.stages), c.note
+        )
         for rank, c in enumerate(top, start=1)
     )
 
 
-def finish(result: Ranked, session_id: str | None, tracked: bool, duration_ms: float) -> MemoryRecall:
+def finish(
+    result: Ranked, session_id: str | None, tracked: bool, duration_ms: float
+) -> MemoryRecall:
     """The public result of a recall."""
     return MemoryRecall(
-        query=result.query, memories=result.memories, timed_out=result.graph.timed_out,
-        freshness=result.freshness, graph=result.graph, session_id=session_id,
-        tracked=tracked, duration_ms=duration_ms,
-    )  # fmt: skip
+        query=result.query,
+        memories=result.memories,
+        timed_out=result.graph.timed_out,
+        freshness=result.freshness,
+        graph=result.graph,
+        session_id=session_id,
+        tracked=tracked,
+        duration_ms=duration_ms,
+    )
 
 
 def record(
@@ -381,9 +421,17 @@ def record(
         " fts_hit_count = fts_hit_count + excluded.fts_hit_count,"
         " recall_count = recall_count + 1, last_recalled_at = excluded.last_recalled_at",
         [
-            (scope.tenant, scope.agent, session_id, r.memory.id, r.rank,
-             int(r.memory.id in injected),
-             int("content" in r.channels or "hint" in r.channels), now, now)
+            (
+                scope.tenant,
+                scope.agent,
+                session_id,
+                r.memory.id,
+                r.rank,
+                int(r.memory.id in injected),
+                int("content" in r.channels or "hint" in r.channels),
+                now,
+                now,
+            )
             for r in ranked
         ],
-    )  # fmt: skip
+    )

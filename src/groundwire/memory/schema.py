@@ -161,8 +161,7 @@ _V2_GRAPH: Final[tuple[str, ...]] = (
     " confidence REAL NOT NULL DEFAULT 1.0,"
     " created_at REAL NOT NULL,"
     " updated_at REAL NOT NULL)",
-    "CREATE INDEX attributes_claim ON entity_attributes"
-    " (aspect_id, group_key, claim_key, status)",
+    "CREATE INDEX attributes_claim ON entity_attributes (aspect_id, group_key, claim_key, status)",
     "CREATE INDEX attributes_memory ON entity_attributes (memory_id)",
     "CREATE TABLE memory_hints ("
     " id INTEGER PRIMARY KEY,"

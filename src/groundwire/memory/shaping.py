@@ -128,9 +128,9 @@ def apply_gravity(
     for c in candidates:
         semantic = c.channels.get("vector", 0.0) > 0 or c.channels.get("graph", 0.0) > 0
         lexical = c.channels.get("content", 0.0) > 0 or c.channels.get("hint", 0.0) > 0
-        if semantic and not lexical and c.score > cfg.gravity_threshold:
-            if not (c.terms & query_terms):
-                c.scale("gravity", cfg.gravity_penalty)
+        overlap = bool(c.terms & query_terms)
+        if semantic and not lexical and not overlap and c.score > cfg.gravity_threshold:
+            c.scale("gravity", cfg.gravity_penalty)
 
 
 def percentile(values: Sequence[int], fraction: float) -> float:
@@ -164,7 +164,9 @@ def apply_freshness(candidates: Sequence[Candidate], now: float, cfg: MemoryReca
     """A bounded recency lift: ``1 + boost * 0.5 ** (age_days / half_life)``."""
     for c in candidates:
         age = max(0.0, now - c.created_at) / _DAY
-        c.scale("freshness", 1.0 + cfg.freshness_boost * 0.5 ** (age / cfg.freshness_half_life_days))
+        c.scale(
+            "freshness", 1.0 + cfg.freshness_boost * 0.5 ** (age / cfg.freshness_half_life_days)
+        )
 
 
 def apply_currentness(candidates: Sequence[Candidate], cfg: MemoryRecallConfig) -> None:

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 from groundwire.config import (
@@ -27,8 +26,8 @@ from groundwire.config import (
 )
 from groundwire.errors import ConfigError, MemoryStoreError, QueryError
 from groundwire.memory import recall as _recall
-from groundwire.memory.graph import canonical_name, link_memory, visible_sql
-from groundwire.memory.inputs import MemoryInput, check_hints, prepare
+from groundwire.memory import views, writes
+from groundwire.memory.graph import visible_sql
 from groundwire.memory.records import (
     Memory,
     MemoryAttribute,
@@ -40,6 +39,7 @@ from groundwire.memory.records import (
 )
 from groundwire.memory.schema import migrate
 from groundwire.memory.vectors import EmbedderLike, check_embedder, encode, normalized
+from groundwire.memory.writes import MemoryInput, check_hints, prepare
 from groundwire.text import Analyzer
 from groundwire.text.stopwords import EXTENDED_ENGLISH
 
@@ -59,13 +59,23 @@ _TRACK_BUSY_MS = 200
 def row_memory(row: Sequence[Any]) -> Memory:
     """A :class:`Memory` from a row selected with ``_COLUMNS``."""
     return Memory(
-        id=row[0], tenant=row[1], agent=row[2], content=row[3], type=row[4],
-        importance=float(row[5]), created_at=float(row[6]), updated_at=float(row[7]),
-        accessed_at=float(row[8]), access_count=int(row[9]), pinned=bool(row[10]),
-        deleted=bool(row[11]), sources=tuple(json.loads(row[12])),
-        metadata=json.loads(row[13]), acl=tuple(row[14].split("\n")) if row[14] else (),
+        id=row[0],
+        tenant=row[1],
+        agent=row[2],
+        content=row[3],
+        type=row[4],
+        importance=float(row[5]),
+        created_at=float(row[6]),
+        updated_at=float(row[7]),
+        accessed_at=float(row[8]),
+        access_count=int(row[9]),
+        pinned=bool(row[10]),
+        deleted=bool(row[11]),
+        sources=tuple(json.loads(row[12])),
+        metadata=json.loads(row[13]),
+        acl=tuple(row[14].split("\n")) if row[14] else (),
         content_hash=row[15],
-    )  # fmt: skip
+    )
 
 
 def _check_scope(scope: object) -> MemoryScope:
@@ -248,16 +258,23 @@ class MemoryStore:
         remembering it again merges sources, links and hints, and revives it if forgotten.
         """
         fields = {
-            "content": content, "type": type, "importance": importance, "pinned": pinned,
-            "sources": sources, "metadata": metadata, "acl": acl, "entities": entities,
-            "relations": relations, "attributes": attributes, "hints": hints,
-            "created_at": created_at, "id": id,
-        }  # fmt: skip
+            "content": content,
+            "type": type,
+            "importance": importance,
+            "pinned": pinned,
+            "sources": sources,
+            "metadata": metadata,
+            "acl": acl,
+            "entities": entities,
+            "relations": relations,
+            "attributes": attributes,
+            "hints": hints,
+            "created_at": created_at,
+            "id": id,
+        }
         return self.remember_many(scope, [fields])[0]
 
-    def remember_many(
-        self, scope: MemoryScope, items: Iterable[Mapping[str, Any]]
-    ) -> list[Memory]:
+    def remember_many(self, scope: MemoryScope, items: Iterable[Mapping[str, Any]]) -> list[Memory]:
         """Store many memories (the fields of :meth:`remember` per item) in one transaction.
 
         All or nothing: one invalid item raises before anything is written.
@@ -277,71 +294,11 @@ class MemoryStore:
         vectors = self._embed([p.content_hash for p in prepared], [p.content for p in prepared])
         now = self.now()
         with self._write() as conn:
-            for item in prepared:
-                self._store(conn, scope, item, now)
-            self._store_vectors(conn, vectors, now)
-            rows = [self._get(conn, item.id) for item in prepared]
+            for checked in prepared:
+                writes.write_memory(conn, self.analyzer, scope, checked, now)
+            writes.write_vectors(conn, self._embedder, vectors, now)
+            rows = [self._get(conn, checked.id) for checked in prepared]
         return [row for row in rows if row is not None]
-
-    def _store(self, conn: sqlite3.Connection, scope: MemoryScope, item: MemoryInput, now: float) -> None:
-        existing = conn.execute(
-            "SELECT seq, tenant, agent, deleted, sources, content FROM memories WHERE id = ?",
-            (item.id,),
-        ).fetchone()
-        created = item.created_at if item.created_at is not None else now
-        if existing is not None and (existing[1], existing[2]) != (scope.tenant, scope.agent):
-            raise QueryError(f"id={item.id!r} is taken by another scope's memory: choose another id")
-        if existing is not None and existing[5] != item.content:
-            raise QueryError(f"id={item.id!r} already holds other content: choose another id")
-        terms = " ".join(self.analyzer.tokens(item.content))
-        if existing is None:
-            cursor = conn.execute(
-                "INSERT INTO memories (id, tenant, agent, content, terms, type, importance,"
-                " created_at, updated_at, accessed_at, pinned, sources, metadata, acl,"
-                " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (item.id, scope.tenant, scope.agent, item.content, terms, item.type,
-                 item.importance, created, now, created, int(item.pinned),
-                 json.dumps(list(item.sources)), item.metadata, "\n".join(item.acl),
-                 item.content_hash),
-            )  # fmt: skip
-            seq = int(cursor.lastrowid or 0)
-        else:
-            seq, deleted = int(existing[0]), bool(existing[3])
-            sources = list(dict.fromkeys([*json.loads(existing[4]), *item.sources]))
-            if deleted:  # remembered again after being forgotten: it comes back as written now
-                conn.execute(
-                    "UPDATE memories SET deleted = 0, deleted_at = NULL, type = ?, importance = ?,"
-                    " pinned = ?, metadata = ?, acl = ?, created_at = ?, accessed_at = ?,"
-                    " updated_at = ?, sources = ? WHERE seq = ?",
-                    (item.type, item.importance, int(item.pinned), item.metadata,
-                     "\n".join(item.acl), created, created, now, json.dumps(sources), seq),
-                )  # fmt: skip
-                conn.execute("DELETE FROM memory_acl WHERE memory_seq = ?", (seq,))
-            else:
-                conn.execute(
-                    "UPDATE memories SET sources = ?, updated_at = ?,"
-                    " pinned = MAX(pinned, ?), importance = MAX(importance, ?) WHERE seq = ?",
-                    (json.dumps(sources), now, int(item.pinned), item.importance, seq),
-                )
-                item = replace(item, acl=())  # a live memory keeps its labels: none are widened
-        conn.executemany(
-            "INSERT OR IGNORE INTO memory_acl (memory_seq, label) VALUES (?, ?)",
-            [(seq, label) for label in item.acl],
-        )
-        link_memory(conn, scope, item.id, item.entities, item.relations, item.attributes, now)
-        self._store_hints(conn, item.id, item.hints, now)
-
-    def _store_hints(
-        self, conn: sqlite3.Connection, memory_id: str, hints: Sequence[str], now: float
-    ) -> int:
-        rows = [(memory_id, h, " ".join(self.analyzer.tokens(h)), now) for h in hints]
-        before = conn.total_changes
-        conn.executemany(
-            "INSERT OR IGNORE INTO memory_hints (memory_id, hint, terms, created_at)"
-            " VALUES (?, ?, ?, ?)",
-            rows,
-        )
-        return conn.total_changes - before
 
     def add_hints(self, scope: MemoryScope, memory_id: str, hints: Sequence[str]) -> int:
         """Add prospective hints (questions the memory answers); returns how many were new."""
@@ -350,7 +307,7 @@ class MemoryStore:
         with self._write() as conn:
             if self._visible(conn, scope, memory_id) is None:
                 raise QueryError(f"no memory {memory_id!r} in this scope: check the id")
-            return self._store_hints(conn, memory_id, checked, self.now())
+            return writes.write_hints(conn, self.analyzer, memory_id, checked, self.now())
 
     def _embed(self, hashes: Sequence[str], texts: Sequence[str]) -> dict[str, bytes]:
         """Vectors for texts not yet embedded by this model (computed outside any lock)."""
@@ -370,18 +327,10 @@ class MemoryStore:
         todo = {h: t for h, t in zip(hashes, texts, strict=True) if h not in known}
         if not todo:
             return {}
-        matrix = normalized(embedder.embed_documents(list(todo.values())), embedder.dimensions, len(todo))
-        return {h: encode(row) for h, row in zip(todo, matrix, strict=True)}
-
-    def _store_vectors(self, conn: sqlite3.Connection, vectors: Mapping[str, bytes], now: float) -> None:
-        if not vectors or self._embedder is None:
-            return
-        model, dims = self._embedder.model_id, self._embedder.dimensions
-        conn.executemany(
-            "INSERT OR IGNORE INTO embeddings (content_hash, model_id, dimensions, vector,"
-            " created_at) VALUES (?, ?, ?, ?, ?)",
-            [(h, model, dims, blob, now) for h, blob in vectors.items()],
+        matrix = normalized(
+            embedder.embed_documents(list(todo.values())), embedder.dimensions, len(todo)
         )
+        return {h: encode(row) for h, row in zip(todo, matrix, strict=True)}
 
     def embed_missing(self, scope: MemoryScope, *, batch: int = 256) -> int:
         """Embed the scope's live memories that have no vector for this embedder yet."""
@@ -402,7 +351,7 @@ class MemoryStore:
                 return done
             vectors = self._embed([r[0] for r in rows], [r[1] for r in rows])
             with self._write() as conn:
-                self._store_vectors(conn, vectors, self.now())
+                writes.write_vectors(conn, self._embedder, vectors, self.now())
             done += len(rows)
 
     def forget(self, scope: MemoryScope, memory_id: str) -> bool:
@@ -445,7 +394,9 @@ class MemoryStore:
         return None if row is None else int(row[0])
 
     def _get(self, conn: sqlite3.Connection, memory_id: str) -> Memory | None:
-        row = conn.execute(f"SELECT {_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)).fetchone()
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)
+        ).fetchone()
         return None if row is None else row_memory(row)
 
     def get(self, scope: MemoryScope, memory_id: str) -> Memory | None:
@@ -471,38 +422,12 @@ class MemoryStore:
         return [row_memory(row) for row in rows]
 
     def details(self, scope: MemoryScope, memory_id: str) -> dict[str, Any] | None:
-        """A memory with its entities, attributes (and their status) and hints."""
+        """A memory with its entity mentions, attributes (and their status) and hints."""
         memory = self.get(scope, memory_id)
         if memory is None:
             return None
         with self._read() as conn:
-            entities = conn.execute(
-                "SELECT e.name, e.entity_type, mm.mention_text, mm.confidence"
-                " FROM memory_entity_mentions mm JOIN entities e ON e.id = mm.entity_id"
-                " WHERE mm.memory_id = ? ORDER BY e.canonical_name, mm.mention_text",
-                (memory_id,),
-            ).fetchall()
-            attributes = conn.execute(
-                "SELECT ea.id, e.name, a.name, ea.group_key, ea.claim_key, ea.value, ea.status,"
-                " ea.superseded_by FROM entity_attributes ea JOIN entities e ON e.id = ea.entity_id"
-                " JOIN aspects a ON a.id = ea.aspect_id WHERE ea.memory_id = ? ORDER BY ea.id",
-                (memory_id,),
-            ).fetchall()
-            hints = [r[0] for r in conn.execute(
-                "SELECT hint FROM memory_hints WHERE memory_id = ? ORDER BY id", (memory_id,)
-            )]  # fmt: skip
-        return {
-            "memory": memory,
-            "entities": [
-                {"name": r[0], "type": r[1], "mention": r[2], "confidence": r[3]} for r in entities
-            ],
-            "attributes": [
-                {"id": r[0], "entity": r[1], "aspect": r[2], "group_key": r[3],
-                 "claim_key": r[4], "value": r[5], "status": r[6], "superseded_by": r[7]}
-                for r in attributes
-            ],  # fmt: skip
-            "hints": hints,
-        }
+            return {"memory": memory, **views.memory_links(conn, memory_id)}
 
     def recall(
         self,
@@ -591,78 +516,21 @@ class MemoryStore:
         scope = _check_scope(scope)
         check_key("session_id", session_id)
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT memory_id, rank, was_injected, fts_hit_count, recall_count,"
-                " relevance_score FROM session_memories WHERE tenant = ? AND agent = ?"
-                " AND session_id = ? ORDER BY rank, memory_id",
-                (scope.tenant, scope.agent, session_id),
-            ).fetchall()
-        keys = ("memory_id", "rank", "was_injected", "fts_hit_count", "recall_count", "relevance_score")
-        return [dict(zip(keys, row, strict=True)) for row in rows]
+            return views.session_rows(conn, scope, session_id)
 
-    def entities(self, scope: MemoryScope, *, limit: int = 50, name: str | None = None) -> list[dict[str, Any]]:
+    def entities(
+        self, scope: MemoryScope, *, limit: int = 50, name: str | None = None
+    ) -> list[dict[str, Any]]:
         """Entities by mentions (or the one named), each with its relations both ways."""
         scope = _check_scope(scope)
         with self._read() as conn:
-            where, params = "tenant = ? AND agent = ?", [scope.tenant, scope.agent]
-            if name is not None:
-                where, params = f"{where} AND canonical_name = ?", [*params, canonical_name(name)]
-            rows = conn.execute(
-                f"SELECT id, name, entity_type, mentions FROM entities WHERE {where}"
-                " ORDER BY mentions DESC, canonical_name LIMIT ?",
-                (*params, limit),
-            ).fetchall()
-            out = []
-            for entity, entity_name, kind, mentions in rows:
-                links = conn.execute(
-                    "SELECT 'out', r.relation_type, e.name, r.mentions, r.confidence FROM relations r"
-                    " JOIN entities e ON e.id = r.target_entity_id WHERE r.source_entity_id = ?"
-                    " UNION ALL SELECT 'in', r.relation_type, e.name, r.mentions, r.confidence"
-                    " FROM relations r JOIN entities e ON e.id = r.source_entity_id"
-                    " WHERE r.target_entity_id = ? ORDER BY 1, 2, 3",
-                    (entity, entity),
-                ).fetchall()
-                out.append({
-                    "name": entity_name, "type": kind, "mentions": mentions,
-                    "relations": [
-                        {"direction": d, "type": t, "entity": n, "mentions": c, "confidence": f}
-                        for d, t, n, c, f in links
-                    ],
-                })  # fmt: skip
-        return out
+            return views.entity_rows(conn, scope, limit, name)
 
     def stats(self, scope: MemoryScope | None = None) -> dict[str, Any]:
         """Counts (of one scope, or the whole file), schema version and size on disk."""
+        checked = None if scope is None else _check_scope(scope)
         with self._read() as conn:
-            if scope is None:
-                where, params = "1", []
-            else:
-                scope = _check_scope(scope)
-                where, params = "tenant = ? AND agent = ?", [scope.tenant, scope.agent]
-
-            def count(sql: str) -> int:
-                return int(conn.execute(sql.format(where=where), params).fetchone()[0])
-
-            entity_scope = f"entity_id IN (SELECT id FROM entities WHERE {where})"
-            memory_scope = f"memory_id IN (SELECT id FROM memories WHERE {where})"
-            stats = {
-                "schema_version": self._version,
-                "memories": count("SELECT COUNT(*) FROM memories WHERE {where} AND deleted = 0"),
-                "forgotten": count("SELECT COUNT(*) FROM memories WHERE {where} AND deleted = 1"),
-                "pinned": count("SELECT COUNT(*) FROM memories WHERE {where} AND deleted = 0 AND pinned = 1"),
-                "entities": count("SELECT COUNT(*) FROM entities WHERE {where}"),
-                "relations": count(f"SELECT COUNT(*) FROM relations WHERE source_{entity_scope}"),
-                "mentions": count(f"SELECT COUNT(*) FROM memory_entity_mentions WHERE {entity_scope}"),
-                "attributes": count(f"SELECT COUNT(*) FROM entity_attributes WHERE {entity_scope}"),
-                "hints": count(f"SELECT COUNT(*) FROM memory_hints WHERE {memory_scope}"),
-                "sessions": count("SELECT COUNT(*) FROM sessions WHERE {where}"),
-                "jobs": dict(conn.execute(
-                    f"SELECT state, COUNT(*) FROM memory_jobs WHERE {where} GROUP BY state", params
-                ).fetchall()),
-                "embeddings": int(conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]),
-            }  # fmt: skip
-        stats["bytes"] = sum(
-            os.path.getsize(p) for p in (self._path, f"{self._path}-wal") if os.path.exists(p)
-        )
+            stats = {"schema_version": self._version, **views.counts(conn, checked)}
+        files = (self._path, f"{self._path}-wal")
+        stats["bytes"] = sum(os.path.getsize(p) for p in files if os.path.exists(p))
         return stats
-

@@ -74,7 +74,8 @@ def normalized(rows: Any, dimensions: int, count: int) -> Vectors:
     if not np.isfinite(matrix).all():
         raise ConfigError("the embedder returned NaN or infinite values")
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    unit: Vectors = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    return unit
 
 
 def encode(vector: Vectors) -> bytes:

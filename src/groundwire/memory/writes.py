@@ -1,12 +1,15 @@
-"""Checking what a host asks the store to write: sizes, types, ranges, one clear error each."""
+"""Writing memories: checking what a host asks to store (sizes, types, ranges, one clear
+error each), then the rows — memory, labels, graph links, hints, vectors — inside the
+store's transaction."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from groundwire.config import (
@@ -23,6 +26,7 @@ from groundwire.config import (
     MEMORY_TYPES,
 )
 from groundwire.errors import QueryError
+from groundwire.memory.graph import link_memory
 from groundwire.memory.records import (
     MemoryAttribute,
     MemoryEntity,
@@ -31,17 +35,38 @@ from groundwire.memory.records import (
     MemoryType,
     check_key,
 )
+from groundwire.memory.vectors import EmbedderLike
+from groundwire.text import Analyzer
 
-__all__ = ["MemoryInput", "check_hints", "memory_id_for", "prepare"]
+__all__ = [
+    "MemoryInput",
+    "check_hints",
+    "memory_id_for",
+    "prepare",
+    "write_hints",
+    "write_memory",
+    "write_vectors",
+]
 
 _R = TypeVar("_R", MemoryEntity, MemoryRelation, MemoryAttribute)
 #: The fields remember() and remember_many() items accept.
 FIELDS = frozenset(
     {
-        "content", "type", "importance", "pinned", "sources", "metadata", "acl", "entities",
-        "relations", "attributes", "hints", "created_at", "id",
+        "content",
+        "type",
+        "importance",
+        "pinned",
+        "sources",
+        "metadata",
+        "acl",
+        "entities",
+        "relations",
+        "attributes",
+        "hints",
+        "created_at",
+        "id",
     }
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +233,9 @@ def prepare(scope: MemoryScope, fields: Mapping[str, Any], where: str = "") -> M
             type=cast(MemoryType, kind),
             importance=_unit("importance", importance),
             pinned=pinned,
-            sources=tuple(dict.fromkeys(check_key(f"sources[{i}]", s) for i, s in enumerate(sources))),
+            sources=tuple(
+                dict.fromkeys(check_key(f"sources[{i}]", s) for i, s in enumerate(sources))
+            ),
             metadata=_metadata(fields.get("metadata")),
             acl=tuple(sorted({_label(f"acl[{i}]", label) for i, label in enumerate(labels)})),
             entities=tuple(_entity(f"entities[{i}]", e) for i, e in enumerate(entities)),
@@ -221,3 +248,113 @@ def prepare(scope: MemoryScope, fields: Mapping[str, Any], where: str = "") -> M
         if not where:
             raise
         raise QueryError(f"{where}{exc}") from exc
+
+
+def write_memory(
+    conn: sqlite3.Connection,
+    analyzer: Analyzer,
+    scope: MemoryScope,
+    item: MemoryInput,
+    now: float,
+) -> None:
+    """Insert, merge into or revive the memory ``item`` names, with its labels and links."""
+    existing = conn.execute(
+        "SELECT seq, tenant, agent, deleted, sources, content FROM memories WHERE id = ?",
+        (item.id,),
+    ).fetchone()
+    created = item.created_at if item.created_at is not None else now
+    if existing is not None and (existing[1], existing[2]) != (scope.tenant, scope.agent):
+        raise QueryError(f"id={item.id!r} is taken by another scope's memory: choose another id")
+    if existing is not None and existing[5] != item.content:
+        raise QueryError(f"id={item.id!r} already holds other content: choose another id")
+    terms = " ".join(analyzer.tokens(item.content))
+    if existing is None:
+        cursor = conn.execute(
+            "INSERT INTO memories (id, tenant, agent, content, terms, type, importance,"
+            " created_at, updated_at, accessed_at, pinned, sources, metadata, acl,"
+            " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                item.id,
+                scope.tenant,
+                scope.agent,
+                item.content,
+                terms,
+                item.type,
+                item.importance,
+                created,
+                now,
+                created,
+                int(item.pinned),
+                json.dumps(list(item.sources)),
+                item.metadata,
+                "\n".join(item.acl),
+                item.content_hash,
+            ),
+        )
+        seq = int(cursor.lastrowid or 0)
+    else:
+        seq, deleted = int(existing[0]), bool(existing[3])
+        sources = list(dict.fromkeys([*json.loads(existing[4]), *item.sources]))
+        if deleted:  # remembered again after being forgotten: it comes back as written now
+            conn.execute(
+                "UPDATE memories SET deleted = 0, deleted_at = NULL, type = ?, importance = ?,"
+                " pinned = ?, metadata = ?, acl = ?, created_at = ?, accessed_at = ?,"
+                " updated_at = ?, sources = ? WHERE seq = ?",
+                (
+                    item.type,
+                    item.importance,
+                    int(item.pinned),
+                    item.metadata,
+                    "\n".join(item.acl),
+                    created,
+                    created,
+                    now,
+                    json.dumps(sources),
+                    seq,
+                ),
+            )
+            conn.execute("DELETE FROM memory_acl WHERE memory_seq = ?", (seq,))
+        else:
+            conn.execute(
+                "UPDATE memories SET sources = ?, updated_at = ?,"
+                " pinned = MAX(pinned, ?), importance = MAX(importance, ?) WHERE seq = ?",
+                (json.dumps(sources), now, int(item.pinned), item.importance, seq),
+            )
+            item = replace(item, acl=())  # a live memory keeps its labels: none are widened
+    conn.executemany(
+        "INSERT OR IGNORE INTO memory_acl (memory_seq, label) VALUES (?, ?)",
+        [(seq, label) for label in item.acl],
+    )
+    link_memory(conn, scope, item.id, item.entities, item.relations, item.attributes, now)
+    write_hints(conn, analyzer, item.id, item.hints, now)
+
+
+def write_hints(
+    conn: sqlite3.Connection, analyzer: Analyzer, memory_id: str, hints: Sequence[str], now: float
+) -> int:
+    """Add hints (deduplicated per memory); returns how many were new."""
+    rows = [(memory_id, h, " ".join(analyzer.tokens(h)), now) for h in hints]
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT OR IGNORE INTO memory_hints (memory_id, hint, terms, created_at)"
+        " VALUES (?, ?, ?, ?)",
+        rows,
+    )
+    return conn.total_changes - before
+
+
+def write_vectors(
+    conn: sqlite3.Connection,
+    embedder: EmbedderLike | None,
+    vectors: Mapping[str, bytes],
+    now: float,
+) -> None:
+    """Cache vectors by (content hash, model id); a known pair is left as it is."""
+    if not vectors or embedder is None:
+        return
+    model, dims = embedder.model_id, embedder.dimensions
+    conn.executemany(
+        "INSERT OR IGNORE INTO embeddings (content_hash, model_id, dimensions, vector,"
+        " created_at) VALUES (?, ?, ?, ?, ?)",
+        [(h, model, dims, blob, now) for h, blob in vectors.items()],
+    )
