@@ -896,9 +896,10 @@ MEMORY_STORE_BUSY_TIMEOUT_S: Final = 10.0
 MEMORY_RECALL_LIMIT: Final = 10
 #: Most memories one recall may return.
 MEMORY_MAX_RECALL_LIMIT: Final = 200
-#: Candidates each channel (content, hints, vectors) contributes before shaping: several
-#: times the limit, so shaping and dampening have room to reorder.
-MEMORY_CHANNEL_CANDIDATES: Final = 100
+#: Candidates each channel (content, hints, vectors) contributes before shaping: five
+#: times the limit leaves shaping room to reorder (100 ranked LoCoMo exactly the same) and
+#: bounds the per-candidate work of every stage.
+MEMORY_CHANNEL_CANDIDATES: Final = 50
 #: Longest recall query in code points (as for knowledge queries).
 MEMORY_MAX_QUERY_CHARS: Final = DEFAULT_MAX_QUERY_CHARS
 #: Weight of the text score (max of content and hint) when vectors are configured; the

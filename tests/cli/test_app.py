@@ -15,6 +15,7 @@ from cli_helpers import (
     COMMANDS,
     DOCS,
     HANDBOOK,
+    KB_COMMANDS,
     ROTATION,
     ROTATION_TAG,
     one_error_line,
@@ -35,7 +36,7 @@ def _args(command: str, kb: str) -> list[str]:
     return [command, kb, "api key"] if command in ("ground", "search", "ask") else [command, kb]
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", KB_COMMANDS)
 def test_missing_kb_is_one_clean_error_line(command: str, tmp_path: Path) -> None:
     missing = str(tmp_path / "no-such-kb")
     result = run(*_args(command, missing))
@@ -48,7 +49,7 @@ def test_missing_kb_is_one_clean_error_line(command: str, tmp_path: Path) -> Non
 
 # ingest reads documents, not entries: a bad front matter skips that file with its reason
 # (test_ingest_summary_lists_skipped_files_with_reasons).
-@pytest.mark.parametrize("command", [name for name in COMMANDS if name != "ingest"])
+@pytest.mark.parametrize("command", [name for name in KB_COMMANDS if name != "ingest"])
 def test_malformed_front_matter_names_the_file(command: str, tmp_path: Path) -> None:
     kb = write_kb(tmp_path / "kb", {"broken.md": "---\nid: x.y\ntitle: [unclosed\n---\nbody\n"})
     result = run(*_args(command, kb))

@@ -42,8 +42,15 @@ def name_tokens(text: str) -> list[str]:
     return list(dict.fromkeys(_TOKEN.findall(text.lower())))
 
 
-def visible_sql(scope: MemoryScope, alias: str = "m") -> tuple[str, list[object]]:
-    """A SQL condition (and its parameters) for live memories ``scope`` may see."""
+def visible_sql(
+    scope: MemoryScope, alias: str = "m", *, by_scope: bool = False
+) -> tuple[str, list[object]]:
+    """A SQL condition (and its parameters) for live memories ``scope`` may see.
+
+    ``by_scope=True`` lets SQLite drive the query from the (tenant, agent) index, for
+    listings of a whole scope; otherwise the condition only filters rows found another
+    way (by id, by a text match), which keeps the planner on those indexes.
+    """
     labels = scope.labels
     marks = ", ".join("?" for _ in labels)
     acl = (
@@ -52,7 +59,8 @@ def visible_sql(scope: MemoryScope, alias: str = "m") -> tuple[str, list[object]
         if labels
         else f" AND {alias}.acl = ''"
     )
-    sql = f"{alias}.tenant = ? AND {alias}.agent = ? AND {alias}.deleted = 0{acl}"
+    plus = "" if by_scope else "+"
+    sql = f"{plus}{alias}.tenant = ? AND {plus}{alias}.agent = ? AND {alias}.deleted = 0{acl}"
     return sql, [scope.tenant, scope.agent, *labels]
 
 
@@ -272,20 +280,30 @@ def graph_boost(
             ]
         if clock() > deadline:
             return GraphBoost(tuple(found), tuple(neighbours), timed_out=True)
-        every = [*found, *neighbours]
-        order = " ".join(f"WHEN {entity} THEN {rank}" for rank, entity in enumerate(every))
         condition, params = visible_sql(scope)
-        marks = ", ".join("?" for _ in every)
-        memories = [
-            row[0]
-            for row in conn.execute(
-                "SELECT mm.memory_id, MIN(CASE mm.entity_id " + order + " END) AS r"
-                " FROM memory_entity_mentions mm JOIN memories m ON m.id = mm.memory_id"
-                f" WHERE mm.entity_id IN ({marks}) AND {condition}"
-                " GROUP BY mm.memory_id ORDER BY r, mm.memory_id LIMIT ?",
-                (*every, *params, max_memories),
-            )
-        ]
+        seen: dict[str, None] = {}
+        # Matched entities one by one, best first (a hub that alone fills the cap costs one
+        # indexed read), then all neighbours in one query, nearest (strongest) first.
+        groups: list[list[int]] = [[entity] for entity in found]
+        if neighbours:
+            groups.append(neighbours)
+        for group in groups:
+            order = " ".join(f"WHEN {entity} THEN {rank}" for rank, entity in enumerate(group))
+            marks = ", ".join("?" for _ in group)
+            for (memory_id,) in conn.execute(
+                f"SELECT mm.memory_id FROM memory_entity_mentions mm JOIN memories m"
+                f" ON m.id = mm.memory_id WHERE mm.entity_id IN ({marks}) AND {condition}"
+                f" ORDER BY CASE mm.entity_id {order} END, mm.memory_id LIMIT ?",
+                (*group, *params, max_memories),
+            ):
+                seen[memory_id] = None
+                if len(seen) >= max_memories:
+                    break
+            memories = list(seen)
+            if len(seen) >= max_memories:
+                break
+            if clock() > deadline:
+                return GraphBoost(tuple(found), tuple(neighbours), frozenset(memories), True)
         timed_out = clock() > deadline
         return GraphBoost(tuple(found), tuple(neighbours), frozenset(memories), timed_out)
     except sqlite3.OperationalError as exc:

@@ -165,8 +165,7 @@ def _hub_threshold(
         counts = [
             int(row[0])
             for row in conn.execute(
-                "SELECT COUNT(*) FROM memory_entity_mentions mm JOIN entities e"
-                " ON e.id = mm.entity_id WHERE e.tenant = ? AND e.agent = ? GROUP BY e.id",
+                "SELECT mentions FROM entities WHERE tenant = ? AND agent = ?",
                 (scope.tenant, scope.agent),
             )
         ]
@@ -199,9 +198,8 @@ def _load(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Candidate]:
 def _graph_links(conn: sqlite3.Connection, candidates: dict[str, Candidate]) -> None:
     marks = ", ".join("?" for _ in candidates)
     for memory_id, count in conn.execute(
-        "SELECT mm.memory_id, (SELECT COUNT(*) FROM memory_entity_mentions x"
-        " WHERE x.entity_id = mm.entity_id) FROM memory_entity_mentions mm"
-        f" WHERE mm.memory_id IN ({marks})",
+        "SELECT mm.memory_id, e.mentions FROM memory_entity_mentions mm"
+        f" JOIN entities e ON e.id = mm.entity_id WHERE mm.memory_id IN ({marks})",
         list(candidates),
     ):
         candidates[memory_id].entity_mentions.append(int(count))
@@ -212,33 +210,57 @@ def _currentness(
 ) -> None:
     """Notes for candidates with superseded attributes, naming visible replacements."""
     marks = ", ".join("?" for _ in candidates)
-    condition, params = visible_sql(scope)
     rows = conn.execute(
         "SELECT ea.memory_id, e.name, a.name, ea.value, ea.superseded_by FROM entity_attributes ea"
         " JOIN entities e ON e.id = ea.entity_id JOIN aspects a ON a.id = ea.aspect_id"
         f" WHERE ea.status = 'superseded' AND ea.memory_id IN ({marks}) ORDER BY ea.id",
         list(candidates),
     ).fetchall()
-    for memory_id, entity, aspect, value, successor in rows:
-        current = successor
-        for _ in range(32):  # follow the chain to the claim that is current now
-            nxt = conn.execute(
-                "SELECT superseded_by FROM entity_attributes"
-                " WHERE id = ? AND status = 'superseded'",
-                (current,),
-            ).fetchone()
-            if nxt is None or nxt[0] is None:
-                break
-            current = nxt[0]
+    if not rows:
+        return
+    # Follow each chain of replacements to the claim that is current now, a level a query.
+    current = {row[4]: row[4] for row in rows}  # first successor -> latest known successor
+    pending = set(current.values())
+    links: dict[int, tuple[str, int | None, str, str]] = {}
+    for _ in range(32):
+        ask = [i for i in pending if i is not None and i not in links]
+        if not ask:
+            break
         found = conn.execute(
-            "SELECT ea.value, ea.memory_id FROM entity_attributes ea JOIN memories m"
-            f" ON m.id = ea.memory_id WHERE ea.id = ? AND {condition}",
-            (current, *params),
-        ).fetchone()
-        if found is None:  # the replacement is not visible to this scope: say only that
+            "SELECT id, status, superseded_by, value, memory_id FROM entity_attributes"
+            f" WHERE id IN ({', '.join('?' for _ in ask)})",
+            ask,
+        ).fetchall()
+        links.update({r[0]: (r[1], r[2], r[3], r[4]) for r in found})
+        pending = {links[i][1] for i in ask if i in links and links[i][0] == "superseded"}
+    for first in current:
+        latest = first
+        for _ in range(32):
+            link = links.get(latest)
+            if link is None or link[0] != "superseded" or link[1] is None:
+                break
+            latest = link[1]
+        current[first] = latest
+    owners = {links[i][3] for i in current.values() if i in links}
+    condition, params = visible_sql(scope)
+    visible = (
+        {
+            r[0]
+            for r in conn.execute(
+                f"SELECT m.id FROM memories m WHERE m.id IN ({', '.join('?' for _ in owners)})"
+                f" AND {condition}",
+                [*owners, *params],
+            )
+        }
+        if owners
+        else set()
+    )
+    for memory_id, entity, aspect, value, successor in rows:
+        link = links.get(current[successor])
+        if link is None or link[3] not in visible:  # not visible to this scope: say only that
             text = f"{entity} {aspect} {value!r} was replaced by a newer fact"
         else:
-            text = f"{entity} {aspect} is now {found[0]!r} (was {value!r}; memory {found[1]})"
+            text = f"{entity} {aspect} is now {link[2]!r} (was {value!r}; memory {link[3]})"
         candidates[memory_id].superseded_by.append(text)
 
 
@@ -274,7 +296,12 @@ def run(
     k = cfg.candidates
     content = _content(conn, terms, where, params, k) if terms else {}
     hints = _hints(conn, terms, where, params, k) if terms and cfg.hints else {}
-    vectors = _vectors(store, conn, scope, query, where, params, k) if cfg.vectors else {}
+    vectors: dict[str, float] = {}
+    if cfg.vectors and store.embedder is not None:
+        whole, whole_params = visible_sql(scope, by_scope=True)
+        vectors = _vectors(
+            store, conn, scope, query, whole + time_sql, [*whole_params, *time_params], k
+        )
     graph = GraphBoost()
     if cfg.graph:
         stop = store.stopwords
@@ -289,10 +316,14 @@ def run(
             deadline_ms=cfg.graph_deadline_ms,
             clock=store.timer,
         )
+    anchored = set(content) | set(hints) | set(vectors)
     linked = set(graph.memory_ids)
-    if time_sql:  # the graph lookup knows no time bounds: apply them to what it found
-        linked = _in_time(conn, linked, time_sql, time_params)
-    ids = sorted(set(content) | set(hints) | set(vectors) | linked)
+    if len(anchored) >= cfg.limit:
+        # Traversal-only memories stay below every anchored one: they cannot make the list.
+        linked &= anchored
+    elif time_sql:  # the graph lookup knows no time bounds: apply them to what it found
+        linked = (linked & anchored) | _in_time(conn, linked - anchored, time_sql, time_params)
+    ids = sorted(anchored | linked)
     if not ids:
         return Ranked(query, (), graph, freshness)
     candidates = _load(conn, ids)

@@ -38,10 +38,9 @@ _FRESHNESS: Final = re.compile(
     r"\b(?:current(?:ly)?|latest|recent(?:ly)?|today|this\s+week|this\s+month)\b", re.IGNORECASE
 )
 _ISO_DATE: Final = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-_MONTH: Final = re.compile(
-    r"\b(?:january|february|march|april|may|june|july|august|september|october|november|"
-    r"december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\b",
-    re.IGNORECASE,
+#: Month names and abbreviations as the store's analyzer writes them (English stems).
+MONTH_TERMS: Final = frozenset(
+    ["januari", "februari", "march", "april", "may", "june", "juli", "august", "septemb", "octob", "novemb", "decemb", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"]
 )
 # Where a multi-part question splits into facets: conjunctions and clause punctuation.
 _FACET_SPLIT: Final = re.compile(r"\band\b|\bor\b|\bas well as\b|\bboth\b|[,;?]|\balso\b", re.I)
@@ -87,9 +86,12 @@ def split_facets(query: str) -> list[str]:
     return [part for part in _FACET_SPLIT.split(query) if part.strip()]
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
+def _near(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
+    """Whether the Jaccard similarity of ``a`` and ``b`` reaches ``threshold``."""
+    small, large = sorted((len(a), len(b)))
+    if not large or small < threshold * large:  # |a & b| / |a | b| <= small / large
+        return False
+    return len(a & b) >= threshold * len(a | b)
 
 
 def apply_facets(
@@ -108,7 +110,7 @@ def apply_facets(
     multi = len(facets) >= 2
     for candidate in window:
         factor = 1.0
-        if any(_jaccard(candidate.terms, other) >= cfg.near_duplicate_jaccard for other in kept):
+        if any(_near(candidate.terms, other, cfg.near_duplicate_jaccard) for other in kept):
             factor *= cfg.near_duplicate_penalty
         else:
             kept.append(candidate.terms)
@@ -156,7 +158,7 @@ def apply_resolution(candidates: Sequence[Candidate], cfg: MemoryRecallConfig) -
             continue
         if c.type in ("constraint", "decision"):
             c.scale("resolution", cfg.resolution_boost)
-        elif _ISO_DATE.search(c.content) or _MONTH.search(c.content):
+        elif c.terms & MONTH_TERMS or _ISO_DATE.search(c.content):
             c.scale("resolution", 1.0 + (cfg.resolution_boost - 1.0) * 0.5)
 
 

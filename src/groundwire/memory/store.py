@@ -412,7 +412,7 @@ class MemoryStore:
         for name, value in (("limit", limit), ("offset", offset)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise QueryError(f"{name}={value!r} is invalid: expected an integer >= 0")
-        condition, params = visible_sql(scope)
+        condition, params = visible_sql(scope, by_scope=True)
         with self._read() as conn:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM memories m WHERE {condition}"
