@@ -38,10 +38,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import percentile, source_state, versions  # noqa: E402
-
-from groundwire import MemoryRecallConfig  # noqa: E402
-from groundwire.memory import MemoryScope, MemoryStore  # noqa: E402
+from _common import percentile, source_state, versions
+from groundwire import MemoryRecallConfig
+from groundwire.memory import MemoryScope, MemoryStore
 
 SCOPE = MemoryScope("bench", "agent")
 LETTERS = "abcdefghijklmnopqrstuvwxyz"

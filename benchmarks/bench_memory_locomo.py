@@ -18,12 +18,21 @@ derived without any model, each pointing to the turns it came from:
 - the graph: each speaker and each capitalized name in a turn becomes an entity
   mentioned by that turn's memories.
 
-It then recalls the top 10 memories per question (default :class:`MemoryRecallConfig`;
-with ``--dense``'s MiniLM embedder for the ``groundwire_dense`` row). As the issue's
-protocol says, a recalled memory counts for the turns it points to (``groundwire``).
-Because an exchange points to two turns, the script also reports ``*_turns``: the
-memories flattened to their turns in rank order and cut at k *turns*, the same budget
-the peers get — the apples-to-apples figure.
+It then recalls the top 10 memories per question with the default
+:class:`MemoryRecallConfig`. Rows:
+
+- ``groundwire``: the recommended configuration, hybrid — the store opened with the
+  MiniLM embedder (vectors fused with the text score); with ``--no-dense`` (or without
+  sentence-transformers) it is the lexical configuration and its ``config`` says so;
+- ``groundwire_lexical``: the same store without an embedder (content, hints, graph);
+- ``bm25s``, ``fts5``, ``dense``: the peers over the raw turns, as in the dataset README;
+- ``bm25s_derived``: bm25s over the same derived memories as groundwire (turns and
+  exchanges), to separate what the derivation gives from what the ranking gives.
+
+As the issue's protocol says, a recalled memory counts for the turns it points to.
+Because an exchange points to two turns, every derived-memory row also has a
+``*_turns`` twin: the memories flattened to their turns in rank order and cut at k
+*turns*, the same budget the turn-level peers get — the apples-to-apples figure.
 
 Metrics per question, E = its distinct evidence turns: recall@k = |E ∩ top-k| / |E|,
 all@10 = 1 if E ⊆ top-10, nDCG@10 with binary gains (an item gains 1 when it brings an
@@ -332,8 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ids = [t["_id"] for t in conv.turns]
         questions = [q["text"] for q in conv.queries]
         runs: dict[str, list[list[list[str]]]] = {}
-        runs["groundwire"], ms = run_groundwire(conv, None)
-        timing["groundwire"].append(ms)
+        lexical = "groundwire_lexical" if embedder is not None else "groundwire"
+        runs[lexical], ms = run_groundwire(conv, None)
+        timing[lexical].append(ms)
         runs["bm25s"] = run_bm25s([[t] for t in texts], [[i] for i in ids], questions)
         # bm25s over the same derived memories as groundwire (turns and exchanges).
         derived = derived_items(conv)
@@ -343,8 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs["fts5"] = run_fts5(texts, ids, questions)
         if embedder is not None:
             runs["dense"] = run_dense(embedder, texts, ids, questions)
-            runs["groundwire_dense"], ms = run_groundwire(conv, embedder)
-            timing["groundwire_dense"].append(ms)
+            runs["groundwire"], ms = run_groundwire(conv, embedder)
+            timing["groundwire"].append(ms)
         for name, ranked_lists in runs.items():
             for query, ranked in zip(conv.queries, ranked_lists, strict=True):
                 evidence = conv.qrels[query["_id"]]
@@ -355,6 +365,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         (category, score_run(flatten(ranked), evidence))
                     )
     report = {name: summarize(rows) for name, rows in results.items()}
+    configs = {
+        "groundwire": "hybrid: content + hints + graph + MiniLM vectors"
+        if embedder is not None
+        else "content + hints + graph (no vectors: --no-dense)",
+        "groundwire_lexical": "content + hints + graph (no vectors)",
+    }
+    for name, text in configs.items():
+        for key in (name, f"{name}_turns"):
+            if key in report:
+                report[key]["config"] = text
+    order = ["groundwire", "groundwire_turns", "groundwire_lexical", "groundwire_lexical_turns"]
+    report = {k: report[k] for k in [*order, *sorted(report)] if k in report}
     for name, values in timing.items():
         report[name]["recall_ms_mean"] = round(float(np.mean(values)), 3)
     if args.json:
