@@ -398,3 +398,22 @@ def test_tracking_failure_never_fails_recall(store: MemoryStore, tmp_path: Path)
     blocker.close()
     assert len(result.memories) == 1
     assert not result.tracked
+
+
+def test_currentness_names_the_current_claim_after_a_long_chain(store: MemoryStore) -> None:
+    first = None
+    for version in range(40):
+        memory = store.remember(
+            ACME,
+            f"The release train is version {version}.",
+            attributes=[MemoryAttribute("Release", "train", f"v{version}", claim_key="current")],
+        )
+        first = first or memory
+    assert first is not None
+    result = store.recall(
+        ACME, "release train version", config=replace(BARE, currentness=True), limit=50
+    )
+    stale = next(item for item in result.memories if item.id == first.id)
+    assert stale.note is not None
+    assert "is now 'v39'" in stale.note
+    assert result.memories[0].memory.content == "The release train is version 39."

@@ -255,8 +255,9 @@ def graph_boost(
         found = [
             row[0]
             for row in conn.execute(
+                # CROSS JOIN: drive from the few matching terms, not from every entity.
                 "SELECT DISTINCT e.id, e.mentions FROM entity_terms t"
-                " JOIN entities e ON e.id = t.entity_id"
+                " CROSS JOIN entities e ON e.id = t.entity_id"
                 f" WHERE t.term IN ({marks}) AND e.tenant = ? AND e.agent = ?"
                 " ORDER BY e.mentions DESC, e.id LIMIT ?",
                 (*tokens, scope.tenant, scope.agent, max_entities),
@@ -282,23 +283,17 @@ def graph_boost(
             return GraphBoost(tuple(found), tuple(neighbours), timed_out=True)
         condition, params = visible_sql(scope)
         seen: dict[str, None] = {}
-        # Matched entities one by one, best first (a hub that alone fills the cap costs one
-        # indexed read), then all neighbours in one query, nearest (strongest) first.
-        groups: list[list[int]] = [[entity] for entity in found]
-        if neighbours:
-            groups.append(neighbours)
-        for group in groups:
-            order = " ".join(f"WHEN {entity} THEN {rank}" for rank, entity in enumerate(group))
-            marks = ", ".join("?" for _ in group)
+        # Entity by entity, matched ones first, then neighbours (strongest first): each
+        # read walks the (entity, memory) index in order and stops at the cap, so a hub
+        # costs no more than a rare entity.
+        for entity in [*found, *neighbours]:
             for (memory_id,) in conn.execute(
-                f"SELECT mm.memory_id FROM memory_entity_mentions mm JOIN memories m"
-                f" ON m.id = mm.memory_id WHERE mm.entity_id IN ({marks}) AND {condition}"
-                f" ORDER BY CASE mm.entity_id {order} END, mm.memory_id LIMIT ?",
-                (*group, *params, max_memories),
+                "SELECT mm.memory_id FROM memory_entity_mentions mm JOIN memories m"
+                f" ON m.id = mm.memory_id WHERE mm.entity_id = ? AND {condition}"
+                " ORDER BY mm.memory_id LIMIT ?",
+                (entity, *params, max_memories - len(seen)),
             ):
                 seen[memory_id] = None
-                if len(seen) >= max_memories:
-                    break
             memories = list(seen)
             if len(seen) >= max_memories:
                 break

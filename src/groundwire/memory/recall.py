@@ -208,59 +208,40 @@ def _graph_links(conn: sqlite3.Connection, candidates: dict[str, Candidate]) -> 
 def _currentness(
     conn: sqlite3.Connection, scope: MemoryScope, candidates: dict[str, Candidate]
 ) -> None:
-    """Notes for candidates with superseded attributes, naming visible replacements."""
+    """Notes for candidates with superseded attributes, naming the current claim.
+
+    Supersession is scoped to a slot (entity aspect, group key, claim key) and leaves one
+    active claim in it, so the current value is the slot's active attribute — named only
+    when its memory is visible to ``scope``.
+    """
     marks = ", ".join("?" for _ in candidates)
     rows = conn.execute(
-        "SELECT ea.memory_id, e.name, a.name, ea.value, ea.superseded_by FROM entity_attributes ea"
-        " JOIN entities e ON e.id = ea.entity_id JOIN aspects a ON a.id = ea.aspect_id"
+        "SELECT ea.memory_id, e.name, a.name, ea.value, ea.aspect_id, ea.group_key,"
+        " ea.claim_key FROM entity_attributes ea JOIN entities e ON e.id = ea.entity_id"
+        " JOIN aspects a ON a.id = ea.aspect_id"
         f" WHERE ea.status = 'superseded' AND ea.memory_id IN ({marks}) ORDER BY ea.id",
         list(candidates),
     ).fetchall()
     if not rows:
         return
-    # Follow each chain of replacements to the claim that is current now, a level a query.
-    current = {row[4]: row[4] for row in rows}  # first successor -> latest known successor
-    pending = set(current.values())
-    links: dict[int, tuple[str, int | None, str, str]] = {}
-    for _ in range(32):
-        ask = [i for i in pending if i is not None and i not in links]
-        if not ask:
-            break
-        found = conn.execute(
-            "SELECT id, status, superseded_by, value, memory_id FROM entity_attributes"
-            f" WHERE id IN ({', '.join('?' for _ in ask)})",
-            ask,
-        ).fetchall()
-        links.update({r[0]: (r[1], r[2], r[3], r[4]) for r in found})
-        pending = {links[i][1] for i in ask if i in links and links[i][0] == "superseded"}
-    for first in current:
-        latest = first
-        for _ in range(32):
-            link = links.get(latest)
-            if link is None or link[0] != "superseded" or link[1] is None:
-                break
-            latest = link[1]
-        current[first] = latest
-    owners = {links[i][3] for i in current.values() if i in links}
+    aspects = sorted({row[4] for row in rows})
     condition, params = visible_sql(scope)
-    visible = (
-        {
-            r[0]
-            for r in conn.execute(
-                f"SELECT m.id FROM memories m WHERE m.id IN ({', '.join('?' for _ in owners)})"
-                f" AND {condition}",
-                [*owners, *params],
-            )
-        }
-        if owners
-        else set()
-    )
-    for memory_id, entity, aspect, value, successor in rows:
-        link = links.get(current[successor])
-        if link is None or link[3] not in visible:  # not visible to this scope: say only that
+    current = {
+        (r[0], r[1], r[2]): (r[3], r[4])
+        for r in conn.execute(
+            "SELECT ea.aspect_id, ea.group_key, ea.claim_key, ea.value, ea.memory_id"
+            " FROM entity_attributes ea JOIN memories m ON m.id = ea.memory_id"
+            f" WHERE ea.status = 'active' AND ea.aspect_id IN ({', '.join('?' for _ in aspects)})"
+            f" AND ea.claim_key IS NOT NULL AND {condition} ORDER BY ea.id",
+            [*aspects, *params],
+        )
+    }
+    for memory_id, entity, aspect, value, aspect_id, group_key, claim_key in rows:
+        now = current.get((aspect_id, group_key, claim_key))
+        if now is None:  # withdrawn, or not visible to this scope: say only that
             text = f"{entity} {aspect} {value!r} was replaced by a newer fact"
         else:
-            text = f"{entity} {aspect} is now {link[2]!r} (was {value!r}; memory {link[3]})"
+            text = f"{entity} {aspect} is now {now[0]!r} (was {value!r}; memory {now[1]})"
         candidates[memory_id].superseded_by.append(text)
 
 

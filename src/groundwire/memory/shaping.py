@@ -40,7 +40,32 @@ _FRESHNESS: Final = re.compile(
 _ISO_DATE: Final = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 #: Month names and abbreviations as the store's analyzer writes them (English stems).
 MONTH_TERMS: Final = frozenset(
-    ["januari", "februari", "march", "april", "may", "june", "juli", "august", "septemb", "octob", "novemb", "decemb", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"]
+    [
+        "januari",
+        "februari",
+        "march",
+        "april",
+        "may",
+        "june",
+        "juli",
+        "august",
+        "septemb",
+        "octob",
+        "novemb",
+        "decemb",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ]
 )
 # Where a multi-part question splits into facets: conjunctions and clause punctuation.
 _FACET_SPLIT: Final = re.compile(r"\band\b|\bor\b|\bas well as\b|\bboth\b|[,;?]|\balso\b", re.I)
@@ -88,7 +113,8 @@ def split_facets(query: str) -> list[str]:
 
 def _near(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
     """Whether the Jaccard similarity of ``a`` and ``b`` reaches ``threshold``."""
-    small, large = sorted((len(a), len(b)))
+    size_a, size_b = len(a), len(b)
+    small, large = (size_a, size_b) if size_a <= size_b else (size_b, size_a)
     if not large or small < threshold * large:  # |a & b| / |a | b| <= small / large
         return False
     return len(a & b) >= threshold * len(a | b)
