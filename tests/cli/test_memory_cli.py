@@ -123,7 +123,7 @@ def test_add_and_recall_with_explain(tmp_path: Path) -> None:
 
 def test_currentness_show_graph_and_stats(store: str) -> None:
     found = run_json("recall", store, "alice employer acme globex")
-    stale = [m for m in found["memories"] if "Acme" in m["content"]][0]
+    stale = next(m for m in found["memories"] if "Acme" in m["content"])
     assert "Globex" in stale["explain"]["note"]
     details = run_json("show", store, stale["id"])
     assert [a["status"] for a in details["attributes"]] == ["superseded"]

@@ -280,7 +280,7 @@ def test_remote_embedders_need_consent(tmp_path: Path) -> None:
     class Remote(WordEmbedder):
         location = "remote"
 
-    with pytest.raises(ConfigError, match="allow_remote_embedder=True"):
+    with pytest.raises(ConfigError, match="allow_remote=True"):
         MemoryStore(tmp_path / "m.db", embedder=Remote())
     MemoryStore(tmp_path / "m.db", embedder=Remote(), allow_remote_embedder=True).close()
     with pytest.raises(ConfigError, match="expected an Embedder"):
@@ -312,3 +312,13 @@ def test_stats_counts(store: MemoryStore) -> None:
     assert store.stats()["memories"] == 2
     assert stats["bytes"] > 0
     assert stats["schema_version"] == LATEST_VERSION
+
+
+def test_the_hashing_embedder_drives_the_vector_channel(tmp_path: Path) -> None:
+    from groundwire import HashingEmbedder
+
+    with MemoryStore(tmp_path / "m.db", embedder=HashingEmbedder()) as store:
+        memory = store.remember(ACME, "Quarterly planning happens in the big room.")
+        item = store.recall(ACME, "quarterly planning").memories[0]
+        assert item.id == memory.id
+        assert item.channels["vector"] > 0

@@ -5,10 +5,11 @@ keeps the raw user/assistant turns of a chat session: agent memory holds facts,
 preferences, decisions and episodes an agent should remember across sessions, with
 entities and relations, and recalls the few that one turn needs.
 
-Modules: ``schema`` (layout and migrations), ``inputs`` (checking writes), ``store``
-(:class:`MemoryStore`), ``graph`` (entities, relations, attributes; the graph boost),
-``recall`` (channels and fusion), ``shaping`` (evidence shaping and dampening),
-``vectors`` (the embedding channel), ``block`` (the recalled-memory prompt block).
+Modules: ``schema`` (layout and migrations), ``writes`` (checking and writing a
+memory), ``store`` (:class:`MemoryStore`), ``graph`` (entities, relations, attributes;
+the graph boost), ``recall`` (channels and fusion), ``shaping`` (evidence shaping and
+dampening), ``vectors`` (stored embeddings), ``views`` (read-only reports), ``block``
+(the recalled-memory prompt block).
 """
 
 from groundwire.memory.block import MemoryBlock, MemoryContext, render_memory_block
@@ -24,11 +25,9 @@ from groundwire.memory.records import (
 )
 from groundwire.memory.schema import LATEST_VERSION
 from groundwire.memory.store import MemoryStore
-from groundwire.memory.vectors import EmbedderLike
 
 __all__ = [
     "LATEST_VERSION",
-    "EmbedderLike",
     "GraphBoost",
     "Memory",
     "MemoryAttribute",

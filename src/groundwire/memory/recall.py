@@ -32,7 +32,7 @@ from groundwire.memory import shaping
 from groundwire.memory.graph import graph_boost, name_tokens, visible_sql
 from groundwire.memory.records import GraphBoost, MemoryRecall, MemoryScope, RecalledMemory
 from groundwire.memory.shaping import Candidate
-from groundwire.memory.vectors import decode, normalized
+from groundwire.memory.vectors import decode, query_vector
 
 if TYPE_CHECKING:
     from groundwire.memory.store import MemoryStore
@@ -145,8 +145,7 @@ def _vectors(
     ids, matrix = cached[1]
     if not ids:
         return {}
-    query_vector = normalized(embedder.embed_query(query), embedder.dimensions, 1)[0]
-    sims = matrix @ query_vector
+    sims = matrix @ query_vector(embedder, query)
     top = min(k, len(ids))
     chosen = np.argpartition(-sims, top - 1)[:top] if top < len(ids) else np.arange(len(ids))
     picked = sorted(((float(sims[i]), ids[i]) for i in chosen), key=lambda p: (-p[0], p[1]))

@@ -24,6 +24,7 @@ from groundwire.config import (
     AnalyzerConfig,
     MemoryRecallConfig,
 )
+from groundwire.embed import Embedder
 from groundwire.errors import ConfigError, MemoryStoreError, QueryError
 from groundwire.memory import recall as _recall
 from groundwire.memory import views, writes
@@ -38,7 +39,7 @@ from groundwire.memory.records import (
     check_key,
 )
 from groundwire.memory.schema import migrate
-from groundwire.memory.vectors import EmbedderLike, check_embedder, encode, normalized
+from groundwire.memory.vectors import checked_embedder, encode, vectors_of
 from groundwire.memory.writes import MemoryInput, check_hints, prepare
 from groundwire.text import Analyzer
 from groundwire.text.stopwords import EXTENDED_ENGLISH
@@ -91,7 +92,7 @@ class MemoryStore:
     """An agent's long-term memory in one SQLite file: memories, knowledge graph, recall.
 
     ``path``: the database file (created, or upgraded to the current schema). ``embedder``:
-    an optional :class:`~groundwire.memory.vectors.EmbedderLike` enabling the vector
+    an optional :class:`~groundwire.Embedder` enabling the vector
     channel (a remote one needs ``allow_remote_embedder=True``). ``recall``: the default
     :class:`~groundwire.MemoryRecallConfig`. ``durable=True`` syncs every commit to disk
     (survives power loss; the default survives any process crash). ``clock``: Unix
@@ -111,8 +112,8 @@ class MemoryStore:
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._path = os.fspath(path)
-        self._embedder: EmbedderLike | None = (
-            None if embedder is None else check_embedder(embedder, allow_remote_embedder)
+        self._embedder: Embedder | None = (
+            None if embedder is None else checked_embedder(embedder, allow_remote_embedder)
         )
         if recall is not None and not isinstance(recall, MemoryRecallConfig):
             raise ConfigError(f"recall={recall!r} is invalid: expected a MemoryRecallConfig")
@@ -161,7 +162,7 @@ class MemoryStore:
         return self._version
 
     @property
-    def embedder(self) -> EmbedderLike | None:
+    def embedder(self) -> Embedder | None:
         """The embedder of the vector channel, if any."""
         return self._embedder
 
@@ -327,9 +328,7 @@ class MemoryStore:
         todo = {h: t for h, t in zip(hashes, texts, strict=True) if h not in known}
         if not todo:
             return {}
-        matrix = normalized(
-            embedder.embed_documents(list(todo.values())), embedder.dimensions, len(todo)
-        )
+        matrix = vectors_of(embedder, list(todo.values()))
         return {h: encode(row) for h, row in zip(todo, matrix, strict=True)}
 
     def embed_missing(self, scope: MemoryScope, *, batch: int = 256) -> int:

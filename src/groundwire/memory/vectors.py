@@ -1,94 +1,54 @@
-"""The vector channel: embeddings cached by (content hash, model id), brute-force cosine.
+"""The vector channel's storage: embeddings cached by (content hash, model id) in the store.
 
-:class:`EmbedderLike` is the structural shape of the ``Embedder`` contract
-(ARCHITECTURE.md): any object with these members drops in, local models and hashing
-embedders alike. Vectors are stored once per content hash and model, so the same text
-remembered twice, or by two agents, is embedded once.
+Embedders follow :class:`groundwire.embed.Embedder`. Vectors are stored once per content
+hash and model, so the same text remembered twice, or by two agents, is embedded once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from groundwire.errors import ConfigError
+from groundwire.embed.base import Embedder, Matrix, check_embedder, checked_matrix, require_consent
+from groundwire.errors import EmbeddingError
 
-__all__ = ["EmbedderLike", "check_embedder", "decode", "encode", "normalized"]
-
-Vectors = npt.NDArray[np.float32]
+__all__ = ["checked_embedder", "decode", "encode", "query_vector", "vectors_of"]
 
 
-@runtime_checkable
-class EmbedderLike(Protocol):
-    """An embedding model: ``embed_documents`` returns one normalized row per text."""
-
-    @property
-    def model_id(self) -> str: ...
-
-    @property
-    def dimensions(self) -> int: ...
-
-    @property
-    def location(self) -> Literal["local", "remote"]: ...
-
-    def embed_documents(self, texts: Sequence[str]) -> Any: ...
-
-    def embed_query(self, text: str) -> Any: ...
-
-
-def check_embedder(embedder: object, allow_remote: bool) -> EmbedderLike:
+def checked_embedder(embedder: object, allow_remote: bool) -> Embedder:
     """The embedder, checked; a remote one needs the host's explicit consent."""
-    if not isinstance(embedder, EmbedderLike):
-        raise ConfigError(
-            f"embedder={embedder!r} is invalid: expected an Embedder (model_id, dimensions, "
-            "location, embed_documents, embed_query)"
-        )
-    dims = embedder.dimensions
-    if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
-        raise ConfigError(f"embedder.dimensions={dims!r} is invalid: expected an integer >= 1")
-    if embedder.location not in ("local", "remote"):
-        raise ConfigError(
-            f"embedder.location={embedder.location!r} is invalid: expected 'local' or 'remote'"
-        )
-    if embedder.location == "remote" and not allow_remote:
-        raise ConfigError(
-            f"embedder {embedder.model_id!r} sends memory text to a remote service: pass "
-            "allow_remote_embedder=True to consent, or use a local embedder"
-        )
-    return embedder
+    checked = check_embedder(embedder)
+    if checked.location == "remote":
+        require_consent(checked.model_id, "its server", allow_remote)
+    return checked
 
 
-def normalized(rows: Any, dimensions: int, count: int) -> Vectors:
-    """``rows`` as a float32 ``[count, dimensions]`` matrix of unit (or zero) rows."""
-    matrix = np.asarray(rows, dtype=np.float32)
-    if matrix.ndim == 1:
-        matrix = matrix.reshape(1, -1)
-    if matrix.shape != (count, dimensions):
-        raise ConfigError(
-            f"the embedder returned an array of shape {matrix.shape}, expected "
-            f"({count}, {dimensions}): check its dimensions"
-        )
-    if not np.isfinite(matrix).all():
-        raise ConfigError("the embedder returned NaN or infinite values")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    unit: Vectors = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    return unit
+def vectors_of(embedder: Embedder, texts: list[str]) -> Matrix:
+    """The normalized ``[len(texts), dimensions]`` vectors of ``texts``, shape-checked."""
+    return checked_matrix(
+        embedder.embed_documents(texts), len(texts), embedder.dimensions, embedder.model_id
+    )
 
 
-def encode(vector: Vectors) -> bytes:
+def query_vector(embedder: Embedder, text: str) -> Matrix:
+    """The normalized vector of one query, shape-checked."""
+    raw: Any = np.asarray(embedder.embed_query(text), dtype=np.float32).reshape(1, -1)
+    row: Matrix = checked_matrix(raw, 1, embedder.dimensions, embedder.model_id)[0]
+    return row
+
+
+def encode(vector: Matrix) -> bytes:
     """One vector as little-endian float32 bytes."""
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
-def decode(blob: bytes, dimensions: int) -> Vectors:
+def decode(blob: bytes, dimensions: int) -> Matrix:
     """Bytes written by :func:`encode` back to a float32 vector."""
     vector = np.frombuffer(blob, dtype="<f4")
     if vector.shape != (dimensions,):
-        raise ConfigError(
+        raise EmbeddingError(
             f"a stored vector has {vector.size} values, expected {dimensions}: the "
-            "embeddings table is damaged"
+            "embeddings table is damaged or was written by another model configuration"
         )
     return vector.astype(np.float32)

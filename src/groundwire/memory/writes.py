@@ -25,6 +25,7 @@ from groundwire.config import (
     MEMORY_MAX_SOURCES,
     MEMORY_TYPES,
 )
+from groundwire.embed import Embedder
 from groundwire.errors import QueryError
 from groundwire.memory.graph import link_memory
 from groundwire.memory.records import (
@@ -35,7 +36,6 @@ from groundwire.memory.records import (
     MemoryType,
     check_key,
 )
-from groundwire.memory.vectors import EmbedderLike
 from groundwire.text import Analyzer
 
 __all__ = [
@@ -345,7 +345,7 @@ def write_hints(
 
 def write_vectors(
     conn: sqlite3.Connection,
-    embedder: EmbedderLike | None,
+    embedder: Embedder | None,
     vectors: Mapping[str, bytes],
     now: float,
 ) -> None:
