@@ -2,8 +2,9 @@
 
 The order, lowest first::
 
-    model < config < errors < text < embed < ingest < index < retrieve < context < ground
-          < memory < llm < eval < interfaces (cli, server, mcp) and groundwire/__init__.py
+    model < errors < i18n < config < text < embed < access < ingest < index < retrieve
+          < context < ground < memory < llm < eval < interfaces (cli, server, mcp) and
+          groundwire/__init__.py
 
 A module may import its own layer and any lower one. ``eval`` is an interface but
 imports only what lies below the interfaces (never the CLI, the server or the public
@@ -28,9 +29,11 @@ SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 ORDER: tuple[tuple[str, ...], ...] = (
     ("model",),
     ("errors",),  # below config: every layer, config included, raises these
+    ("i18n",),  # message catalogs: config validates locales, every layer may speak
     ("config",),
     ("text",),
     ("embed",),  # embedders and their cache: below the index that stores vectors
+    ("access",),  # principals, labels, authorization: ingest labels, index and retrieve enforce
     ("ingest",),
     ("index",),
     ("retrieve",),

@@ -3,6 +3,27 @@
 Everything a user needs is importable from here; submodules are internals.
 """
 
+from groundwire.access import (
+    AccessContext,
+    AccessDecision,
+    AuditEnvelope,
+    AuditSink,
+    BlockReason,
+    Governance,
+    JsonLinesAuditSink,
+    KnowledgeAccessGuard,
+    KnowledgeSpace,
+    Labels,
+    MemoryAuditSink,
+    MutationPlan,
+    MutationRequest,
+    MutationResult,
+    SendGate,
+    SQLiteAuditSink,
+)
+from groundwire.access.governance import aexecute as aexecute_mutation
+from groundwire.access.governance import evaluate as evaluate_mutation
+from groundwire.access.governance import execute as execute_mutation
 from groundwire.config import (
     AnalyzerConfig,
     ChunkingConfig,
@@ -31,6 +52,9 @@ from groundwire.embed import (
     export_onnx,
 )
 from groundwire.errors import (
+    AccessDeniedError,
+    AccessError,
+    AuditIntegrityError,
     CitationError,
     ConfigError,
     EmbeddingError,
@@ -54,6 +78,7 @@ from groundwire.ground import (
 )
 from groundwire.index import KnowledgeBase
 from groundwire.index.cache import BuildResult, SnapshotCache, get_or_build
+from groundwire.index.scoped import ScopedReader
 from groundwire.index.vectors import VectorIndex
 from groundwire.ingest import (
     Chunker,
@@ -74,6 +99,7 @@ from groundwire.ingest import (
     load_sources,
     normalize_and_validate,
 )
+from groundwire.ingest.policy import AccessPolicy, label_chunks
 from groundwire.llm.assistant import AnswerEvent, GroundedAnswer, GroundedAssistant
 from groundwire.llm.base import (
     ChatRequest,
@@ -97,6 +123,7 @@ from groundwire.llm.providers import (
     OpenAIProvider,
     create_provider,
 )
+from groundwire.llm.runtime import IngestReport, KnowledgeRuntime
 from groundwire.llm.tools import (
     Tool,
     ToolLoopResult,
@@ -127,6 +154,7 @@ from groundwire.model import (
     Document,
     EvidenceSource,
     Excerpt,
+    Filter,
     GroundingMetadata,
     GroundingOutcome,
     GroundingStatus,
@@ -135,6 +163,7 @@ from groundwire.model import (
     KnowledgeEntry,
     KnowledgeSource,
     LoadedDocument,
+    Principal,
     RetrievalResult,
     Scope,
     ScoredEntry,
@@ -152,16 +181,26 @@ from groundwire.retrieve.rerank import (
     RerankCandidate,
     Reranker,
 )
+from groundwire.retrieve.static import StaticRetriever, StaticSpace
 from groundwire.text import Analyzer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessContext",
+    "AccessDecision",
+    "AccessDeniedError",
+    "AccessError",
+    "AccessPolicy",
     "Analyzer",
     "AnalyzerConfig",
     "AnswerEvent",
     "AnthropicProvider",
     "AsyncStreamResult",
+    "AuditEnvelope",
+    "AuditIntegrityError",
+    "AuditSink",
+    "BlockReason",
     "BuildResult",
     "CachedEmbedder",
     "CallableProvider",
@@ -194,7 +233,9 @@ __all__ = [
     "EvidenceSource",
     "Excerpt",
     "FetchError",
+    "Filter",
     "GenerateResult",
+    "Governance",
     "GroundedAnswer",
     "GroundedAssistant",
     "GroundingConfig",
@@ -210,15 +251,22 @@ __all__ = [
     "InMemoryConversationMemory",
     "IndexFormatError",
     "IndexSettings",
+    "IngestReport",
+    "JsonLinesAuditSink",
+    "KnowledgeAccessGuard",
     "KnowledgeBase",
     "KnowledgeBlock",
     "KnowledgeEntry",
     "KnowledgeIndexError",
+    "KnowledgeRuntime",
     "KnowledgeSource",
+    "KnowledgeSpace",
+    "Labels",
     "LoadResult",
     "LoadedDocument",
     "Memory",
     "MemoryAttribute",
+    "MemoryAuditSink",
     "MemoryBlock",
     "MemoryEntity",
     "MemoryRecall",
@@ -229,10 +277,14 @@ __all__ = [
     "MemoryStoreError",
     "Message",
     "MissingExtraError",
+    "MutationPlan",
+    "MutationRequest",
+    "MutationResult",
     "NoopReranker",
     "OnnxEmbedder",
     "OpenAIEmbedder",
     "OpenAIProvider",
+    "Principal",
     "Provider",
     "ProviderError",
     "ProviderTimeoutError",
@@ -245,15 +297,20 @@ __all__ = [
     "RetrievalRequest",
     "RetrievalResult",
     "RetryPolicy",
+    "SQLiteAuditSink",
     "SQLiteConversationMemory",
     "Scope",
+    "ScopedReader",
     "ScoredEntry",
     "Section",
     "Selection",
+    "SendGate",
     "SentenceTransformerEmbedder",
     "SkippedSource",
     "SnapshotCache",
     "SourceError",
+    "StaticRetriever",
+    "StaticSpace",
     "StreamEvent",
     "StreamResult",
     "Tool",
@@ -267,6 +324,7 @@ __all__ = [
     "ValidationReport",
     "VectorIndex",
     "__version__",
+    "aexecute_mutation",
     "agenerate_with_files",
     "arun_tool_loop",
     "assemble_context",
@@ -280,10 +338,13 @@ __all__ = [
     "create_grounding_engine",
     "create_provider",
     "document_settings",
+    "evaluate_mutation",
+    "execute_mutation",
     "export_onnx",
     "fetch_url",
     "generate_with_files",
     "get_or_build",
+    "label_chunks",
     "load_bytes",
     "load_document",
     "load_documents",

@@ -14,7 +14,8 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from groundwire.errors import ConfigError
-from groundwire.model import KnowledgeSource
+from groundwire.i18n import DEFAULT_LOCALE, check_locale
+from groundwire.model import KnowledgeEntry, KnowledgeSource, Principal
 
 __all__ = [
     "AnalyzerConfig",
@@ -237,6 +238,28 @@ DEFAULT_TOOL_EXCERPT_CHARS: Final = DEFAULT_MAX_EXCERPT_CHARS
 #: the pool, and one call never walks a whole corpus.
 DEFAULT_TOOL_CANDIDATES: Final = DEFAULT_EVIDENCE_CANDIDATES
 
+# --- Access: principals, labels, authorization, governance ------------------------------------
+#: ACL labels one entry, chunk or memory may carry: a few users and groups, not a directory.
+MAX_ACL_LABELS: Final = 256
+#: Tenant statistics pools kept per snapshot (least recently used dropped, rebuilt on use):
+#: each is an index of one tenant's entries plus the shared ones.
+TENANT_POOL_LIMIT: Final = 128
+#: Snapshots whose tenant pools are kept: the serving one and a few just swapped out
+#: (turns still running on them), so replaced snapshots are freed soon after a rebuild.
+TENANT_POOL_SNAPSHOTS: Final = 4
+#: No deadline of its own for host authorization callbacks: the turn's timeout bounds them.
+DEFAULT_AUTHORIZE_TIMEOUT_MS: Final = None
+#: Longest idempotency key, approval or evidence reference: keys and refs, never payloads.
+MAX_GOVERNANCE_REF_CHARS: Final = 512
+#: Largest audit record read or written: a decision with its evidence, not a data dump.
+MAX_AUDIT_RECORD_BYTES: Final = 1024 * 1024
+#: Seconds a SQLite audit log waits for another writer's lock before failing.
+AUDIT_BUSY_TIMEOUT_S: Final = 5.0
+#: Lines a static retriever returns unless asked for another top_k.
+DEFAULT_STATIC_TOP_K: Final = 5
+#: Largest text of one static space: a page of canon, not a corpus (index those instead).
+MAX_STATIC_SPACE_CHARS: Final = 1_000_000
+
 # --- Snapshots ---------------------------------------------------------------------------------
 #: Largest snapshot manifest read: it holds settings, counts and one line per file, never data.
 DEFAULT_MAX_MANIFEST_BYTES: Final = 32 * 1024 * 1024
@@ -354,6 +377,11 @@ def _positive_int(option: str, value: object, upper: int | None = None) -> None:
     ok = ok and (upper is None or value <= upper)  # type: ignore[operator]
     bound = f" <= {upper}" if upper is not None else ""
     _require(ok, option, value, f"an integer >= 1{bound}")
+
+
+def _optional_timeout_ms(option: str, value: object) -> None:
+    if value is not None:
+        _positive_int(option, value)
 
 
 def _non_negative_int(option: str, value: object) -> None:
@@ -626,6 +654,9 @@ class RetrievalConfig:
     hybrid: HybridSettings = field(default_factory=HybridSettings)
     gate: Literal["relevance", "off"] = "relevance"
     relevance: RelevanceGate = field(default_factory=RelevanceGate)
+    #: Milliseconds the host predicate may take over one turn's entries; past it the
+    #: entries not yet checked are denied and the turn reports it (None: no own deadline).
+    authorize_timeout_ms: int | None = DEFAULT_AUTHORIZE_TIMEOUT_MS
 
     def __post_init__(self) -> None:
         _require(isinstance(self.hybrid, HybridSettings), "hybrid", self.hybrid, "HybridSettings")
@@ -636,6 +667,7 @@ class RetrievalConfig:
             self.relevance,
             "a RelevanceGate",
         )
+        _optional_timeout_ms("authorize_timeout_ms", self.authorize_timeout_ms)
         _positive_int("candidate_limit", self.candidate_limit, MAX_SEARCH_K)
         _positive_int("result_limit", self.result_limit, MAX_SEARCH_K)
         _require(
@@ -705,8 +737,11 @@ class ContextConfig:
     max_tokens: int = DEFAULT_MAX_TOKENS
     include_citations: bool = True
     token_estimator: Callable[[str], int] = estimate_tokens
+    #: Language of the block's own words (opening, citation hint); entries are as written.
+    locale: str = DEFAULT_LOCALE
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "locale", check_locale(self.locale))
         _positive_int("max_tokens", self.max_tokens)
         _require(
             callable(self.token_estimator),
@@ -741,6 +776,11 @@ class EvidenceSettings:
     hybrid: HybridSettings = field(default_factory=HybridSettings)
     gate: Literal["relevance", "off"] = "relevance"
     relevance: RelevanceGate = field(default_factory=RelevanceGate)
+    #: Language of the block's own words (opening, citation hint); excerpts are as written.
+    locale: str = DEFAULT_LOCALE
+    #: Milliseconds ``authorize`` may take over all sources; past it the sources not yet
+    #: checked are denied and ``authorization_errors`` says so (None: no deadline).
+    authorize_timeout_ms: int | None = DEFAULT_AUTHORIZE_TIMEOUT_MS
 
     def __post_init__(self) -> None:
         _require(isinstance(self.hybrid, HybridSettings), "hybrid", self.hybrid, "HybridSettings")
@@ -751,6 +791,8 @@ class EvidenceSettings:
             self.relevance,
             "a RelevanceGate",
         )
+        object.__setattr__(self, "locale", check_locale(self.locale))
+        _optional_timeout_ms("authorize_timeout_ms", self.authorize_timeout_ms)
         _positive_int("limit", self.limit, MAX_EVIDENCE_LIMIT)
         _positive_int("max_excerpt_chars", self.max_excerpt_chars, MAX_EXCERPT_CHARS)
         _positive_int("max_total_tokens", self.max_total_tokens, MAX_EVIDENCE_TOKENS)
@@ -793,6 +835,8 @@ class EvidenceSettings:
             "token_estimator": f"{module}.{name}" if module else name,
             "gate": self.gate,
             "relevance": {f.name: getattr(self.relevance, f.name) for f in fields(self.relevance)},
+            "locale": self.locale,
+            "authorize_timeout_ms": self.authorize_timeout_ms,
         }
 
 
@@ -811,9 +855,18 @@ class GroundingConfig:
     context: ContextConfig = field(default_factory=ContextConfig)
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
+    #: The host's own check, ``authorize(principal, entry) -> bool``, on top of tenant and
+    #: ACL labels; only ``True`` allows. Synchronous (an async function is refused).
+    authorize: Callable[[Principal | None, KnowledgeEntry], object] | None = None
 
     def __post_init__(self) -> None:
         _require(isinstance(self.enabled, bool), "enabled", self.enabled, "True or False")
+        _require(
+            self.authorize is None or callable(self.authorize),
+            "authorize",
+            self.authorize,
+            "a function (principal, entry) -> bool",
+        )
         object.__setattr__(self, "blocked_domains", _names("blocked_domains", self.blocked_domains))
         if isinstance(self.sources, list):
             object.__setattr__(self, "sources", tuple(self.sources))
@@ -833,6 +886,14 @@ class GroundingConfig:
             "an AnalyzerConfig",
         )
         _positive_int("timeout_ms", self.timeout_ms)
+        deadline = self.retrieval.authorize_timeout_ms
+        _require(
+            deadline is None or deadline < self.timeout_ms,
+            "retrieval.authorize_timeout_ms",
+            deadline,
+            f"less than timeout_ms ({self.timeout_ms}), so a slow authorizer is reported "
+            "before the turn itself times out",
+        )
 
     @property
     def index_settings(self) -> IndexSettings:

@@ -15,6 +15,9 @@ The tree::
     │   └── IndexFormatError   a saved snapshot is unreadable, tampered with, or of another format
     ├── EmbeddingError         an embedder failed: model missing, server unreachable, bad vectors
     ├── MemoryStoreError       an agent memory store cannot be opened, upgraded or written
+    ├── AccessError            an access check or a governed mutation cannot proceed
+    │   ├── AccessDeniedError  the knowledge access guard denied an operation
+    │   └── AuditIntegrityError  an audit log was edited, reordered or had records removed
     ├── ProviderError          a model provider failed: status, transport, empty output
     │   ├── ProviderTimeoutError  one attempt took longer than its timeout
     │   └── CitationError      an answer cited ids outside the returned evidence, or none
@@ -30,6 +33,9 @@ if TYPE_CHECKING:
     from groundwire.model import ValidationIssue
 
 __all__ = [
+    "AccessDeniedError",
+    "AccessError",
+    "AuditIntegrityError",
     "CitationError",
     "ConfigError",
     "EmbeddingError",
@@ -117,6 +123,30 @@ class EmbeddingError(GroundwireError):
 class MemoryStoreError(GroundwireError):
     """An agent memory store cannot be opened, upgraded or written; the message names the
     file and the fix (a newer schema, a file that is not a memory store, a closed store)."""
+
+
+class AccessError(GroundwireError):
+    """An access check or a governed mutation cannot proceed; the message says why."""
+
+
+class AccessDeniedError(AccessError, PermissionError):
+    """The knowledge access guard denied an operation; ``reason`` is its reason code."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+class AuditIntegrityError(AccessError):
+    """An audit log does not verify: a record was edited, removed, reordered or is malformed.
+
+    ``sequence`` is the first record that fails (None when the log cannot be read at all).
+    Nothing is executed against a log that does not verify.
+    """
+
+    def __init__(self, message: str, *, sequence: int | None = None) -> None:
+        self.sequence = sequence
+        super().__init__(message)
 
 
 class MissingExtraError(GroundwireError, ImportError):

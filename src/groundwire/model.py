@@ -6,14 +6,17 @@ This module imports nothing else from groundwire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, get_args
 
 __all__ = [
+    "ACL_PREFIXES",
     "ENTRY_KINDS",
     "ENTRY_STATUSES",
     "FAILURE_REASONS",
+    "LABEL_ID",
     "ChannelScore",
     "Chunk",
     "Citation",
@@ -23,6 +26,7 @@ __all__ = [
     "EvidenceSource",
     "Excerpt",
     "FailureReason",
+    "Filter",
     "GroundingMetadata",
     "GroundingOutcome",
     "GroundingStatus",
@@ -31,6 +35,7 @@ __all__ = [
     "KnowledgeEntry",
     "KnowledgeSource",
     "LoadedDocument",
+    "Principal",
     "RetrievalResult",
     "Scope",
     "ScoredEntry",
@@ -95,6 +100,128 @@ class Scope:
                 'write Scope(["slack"]) rather than Scope("slack")'
             )
         object.__setattr__(self, "enabled_integrations", value)
+
+
+#: The kinds of ACL label: ``user:<subject>`` and ``group:<group>``.
+ACL_PREFIXES: Final[tuple[str, ...]] = ("user", "group")
+#: A tenant, subject or group id: 1-256 characters, none of them whitespace, a control or
+#: format character, a quote, a backslash, a comma or ``*`` (kept for future wildcards), so
+#: an id can be embedded in a filter expression without escaping. Compared exactly (no case
+#: folding: ``Alice`` and ``alice`` are different subjects).
+LABEL_ID: Final = re.compile(
+    r"[^\s\x00-\x1f\x7f-\x9f\"'\\,*\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]{1,256}"
+)
+
+
+def is_label_id(value: object) -> bool:
+    """Whether ``value`` is a valid tenant, subject or group id (see :data:`LABEL_ID`)."""
+    return isinstance(value, str) and LABEL_ID.fullmatch(value) is not None
+
+
+def _label_ids(name: str, value: object) -> tuple[str, ...]:
+    value = _tuple(value)
+    if not isinstance(value, tuple) or not all(is_label_id(item) for item in value):
+        raise ValueError(
+            f"{name} must be a list of ids (no whitespace, quotes, commas or '*'), got {value!r}"
+        )
+    return tuple(sorted(set(value)))
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request runs for, as the host's own authentication verified it.
+
+    groundwire never derives a principal from query text, ids or model output: the host
+    passes it. ``tenant`` is the organization (the isolation boundary), ``subject`` the
+    user or service within it, ``groups`` the groups the host says it belongs to. Ids are
+    compared exactly. The principal holds the ACL labels ``user:<subject>`` and
+    ``group:<g>`` for each group (see :attr:`labels`).
+    """
+
+    tenant: str
+    subject: str
+    groups: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("tenant", "subject"):
+            if not is_label_id(getattr(self, name)):
+                raise ValueError(
+                    f"Principal.{name} must be a non-empty id without whitespace, quotes, "
+                    f"commas or '*', got {getattr(self, name)!r}"
+                )
+        object.__setattr__(self, "groups", _label_ids("Principal.groups", self.groups))
+
+    @property
+    def labels(self) -> frozenset[str]:
+        """The ACL labels this principal holds: ``user:<subject>`` and ``group:<g>`` each."""
+        return frozenset({f"user:{self.subject}", *(f"group:{g}" for g in self.groups)})
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """What one request may see, declaratively: one conjunction every store compiles alike.
+
+    A record (entry, chunk, memory) is eligible when all of these hold:
+
+    - its lifecycle ``status`` is ``active``;
+    - its domain (case-insensitive) is not in ``blocked_domains``;
+    - ``integrations is None``, or it applies everywhere (no integrations), or one of its
+      integrations (case-insensitive) is in ``integrations``;
+    - it has no tenant label (shared by every tenant), or its tenant equals ``tenant``;
+    - it has no ACL labels (every principal of its tenant), or one of them is in
+      ``labels``;
+    - for every ``(key, values)`` of ``where``, its ``metadata[key]`` is one of
+      ``values`` (a list value: any of its items).
+
+    A record whose labels are malformed is eligible for nobody (fail closed).
+    ``tenant=None`` and no ``labels`` is the anonymous view: only records without
+    tenant and ACL labels. Build one with :meth:`of`; the embedded index compiles it to a
+    boolean mask, other backends to their filter expression, with the same meaning.
+    """
+
+    tenant: str | None = None
+    labels: frozenset[str] = frozenset()
+    integrations: frozenset[str] | None = None
+    blocked_domains: frozenset[str] = frozenset()
+    where: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        principal: Principal | None = None,
+        scope: Scope | None = None,
+        blocked_domains: Iterable[str] = (),
+        where: Mapping[str, str | Sequence[str]] | None = None,
+    ) -> Filter:
+        """The filter of a request: who (``principal``; None = anonymous), where
+        (``scope``; None = any integration), excluded domains and metadata constraints."""
+        if principal is not None and not isinstance(principal, Principal):
+            raise TypeError(
+                f"principal must be a Principal(tenant, subject, groups), got "
+                f"{type(principal).__name__}"
+            )
+        if isinstance(blocked_domains, str):
+            raise TypeError("blocked_domains must be a list of domain names, not a string")
+        constraints: list[tuple[str, tuple[str, ...]]] = []
+        for key, value in sorted((where or {}).items()):
+            values = (value,) if isinstance(value, str) else value
+            if (
+                not isinstance(key, str)
+                or not key
+                or not isinstance(values, Sequence)
+                or not all(isinstance(v, str) for v in values)
+            ):
+                raise TypeError(f"where[{key!r}] must map a field name to a string or strings")
+            constraints.append((key, tuple(sorted(set(values)))))
+        return cls(
+            tenant=principal.tenant if principal is not None else None,
+            labels=principal.labels if principal is not None else frozenset(),
+            integrations=None
+            if scope is None
+            else frozenset(i.casefold() for i in scope.enabled_integrations),
+            blocked_domains=frozenset(d.casefold() for d in blocked_domains),
+            where=tuple(constraints),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +554,7 @@ class RetrievalResult:
     context: ContextResult | None
     duration_ms: float
     candidates: tuple[ScoredEntry, ...] = ()
+    authorization_errors: tuple[str, ...] = ()
 
     @property
     def selected_ids(self) -> tuple[str, ...]:
@@ -473,6 +601,9 @@ class GroundingMetadata:
     truncated_query: bool = False
     out_of_scope_count: int = 0
     out_of_scope_integrations: tuple[str, ...] = ()
+    #: Host authorization callbacks that failed this turn (raised, returned a non-bool, or
+    #: ran past their deadline): what failed and how often, never what was denied.
+    authorization_errors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,20 @@ ERROR_CASES: dict[str, Case] = {
         None,
         "split the knowledge base",
     ),
+    "tenant-invalid": (
+        lambda e, s: [s(e("a.one", tenant="acme corp"))],
+        "kb",
+        "a.one",
+        "tenant",
+        "write e.g. tenant: acme",
+    ),
+    "acl-invalid": (
+        lambda e, s: [s(e("a.one", acl=["role:admin"]))],
+        "kb",
+        "a.one",
+        "acl",
+        "write e.g. group:eng or user:alice",
+    ),
 }
 
 
@@ -349,6 +363,13 @@ WARNING_CASES: dict[str, Case] = {
         "a.one",
         "parent",
         "remove 'parent'",
+    ),
+    "tenant-mixed": (
+        lambda e, s: [s(e("a.one", tenant="acme"), e("a.two"))],
+        "kb",
+        None,
+        "tenant",
+        "shared with every tenant",
     ),
 }
 

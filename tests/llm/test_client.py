@@ -22,6 +22,7 @@ from groundwire import (
     GroundingOutcome,
     InMemoryConversationMemory,
     KnowledgeBlock,
+    Principal,
     QueryError,
     Scope,
     SQLiteConversationMemory,
@@ -509,6 +510,36 @@ def test_the_scope_decides_what_a_real_engine_may_use(
     assert inside.knowledge.selected_ids[0] == "slack.okapi"
     assert "slack.okapi" in (provider.requests[1].system or "")
     assert "slack.okapi" not in (provider.requests[0].system or "")
+
+
+def test_grounding_runs_as_the_knowledge_principal(
+    make_engine: Callable[..., GroundingEngine],
+) -> None:
+    tenant_kb = {
+        "id": "zoo",
+        "version": "1",
+        "entries": [
+            {"id": "acme.okapi", "title": "Okapi care", "summary": "okapi notes for acme",
+             "domain": "zoo", "integrations": [], "tenant": "acme", "acl": ["group:keepers"]},
+        ],
+    }  # fmt: skip
+    engine = make_engine(GroundingConfig(sources=[tenant_kb], timeout_ms=60_000))
+    client = Client(FakeProvider(), grounding=engine)
+    anonymous = client.generate("okapi notes", use_knowledge_grounding=True)
+    keeper = client.generate(
+        "okapi notes",
+        use_knowledge_grounding=True,
+        knowledge_principal=Principal("acme", "kim", ["keepers"]),
+    )
+    visitor = client.generate(
+        "okapi notes", use_knowledge_grounding=True, knowledge_principal=Principal("acme", "v")
+    )
+    assert anonymous.knowledge is not None
+    assert anonymous.knowledge.failure_reason == "no-match"
+    assert keeper.knowledge is not None
+    assert keeper.knowledge.selected_ids == ("acme.okapi",)
+    assert visitor.knowledge is not None
+    assert visitor.knowledge.selected_ids == ()
 
 
 # -- fallback reuses one enriched request -------------------------------------------------------

@@ -25,12 +25,15 @@ from groundwire import (
 from groundwire.cli.app import app
 from groundwire.cli.inputs import (
     chunk_all,
+    labeled_chunks,
     load_kb,
+    load_policy,
     nothing_to_index,
     validate_hint,
     warn_entry_files,
+    without_policy,
 )
-from groundwire.cli.options import JsonOpt
+from groundwire.cli.options import AccessOpt, JsonOpt
 from groundwire.cli.output import (
     facts_table,
     fail,
@@ -214,15 +217,18 @@ def ingest(
     ] = None,
     cache: CacheOpt = None,
     allow_remote: AllowRemoteOpt = False,
+    access: AccessOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Load, chunk and index documents once, and save the snapshot to DIR.
 
     Shows a progress bar, then a summary: files, chunks, and every skipped file with the
     reason. 'groundwire ground DIR' and 'groundwire search DIR' then answer from it.
-    Nothing is written when no document could be loaded.
+    Nothing is written when no document could be loaded. With --access, every chunk
+    carries the tenant and ACL labels of the first matching rule (saved in the snapshot).
     """
     config = ChunkingConfig(size=chunk_size, overlap=chunk_overlap)
+    load_policy(access)  # a bad policy is reported before any document is read
     with progress_display(not as_json) as progress:
         reading = progress.add_task("loading", total=None)
 
@@ -232,11 +238,12 @@ def ingest(
         started = time.perf_counter()
         warn_entry_files(paths)
         result = load_documents(paths, progress=loaded)
-        chunking = progress.add_task("chunking", total=len(result.documents))
-        chunks, files, failed = chunk_all(
-            result.documents, config, lambda: progress.advance(chunking)
-        )
-        skipped = (*result.skipped, *failed)
+        documents = without_policy(paths, result.documents, access)
+        chunking = progress.add_task("chunking", total=len(documents))
+        chunks, files, failed = chunk_all(documents, config, lambda: progress.advance(chunking))
+        chunks, refused = labeled_chunks(chunks, access)
+        files -= len(refused)
+        skipped = (*result.skipped, *failed, *refused)
         if not chunks:
             fail(nothing_to_index(paths, skipped))
         load_seconds = time.perf_counter() - started

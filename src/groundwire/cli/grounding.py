@@ -20,8 +20,10 @@ from groundwire import (
     Hit,
     HybridSettings,
     KnowledgeBase,
+    Principal,
     RetrievalConfig,
     Scope,
+    ScopedReader,
     ValidationFailedError,
     retrieve_evidence,
     search_channels,
@@ -36,10 +38,22 @@ from groundwire.cli.inputs import (
     open_documents,
     open_engine,
     parse_turns,
+    principal_of,
     reject_options,
     validate_hint,
 )
-from groundwire.cli.options import BlockedOpt, GateMode, GateOpt, JsonOpt, KbOrDocsArg, QueryArg
+from groundwire.cli.options import (
+    AccessOpt,
+    BlockedOpt,
+    GateMode,
+    GateOpt,
+    GroupOpt,
+    JsonOpt,
+    KbOrDocsArg,
+    QueryArg,
+    SubjectOpt,
+    TenantOpt,
+)
 from groundwire.cli.output import (
     BROKEN,
     EVIDENCE_REASONS,
@@ -94,6 +108,7 @@ def _outcome_json(outcome: GroundingOutcome) -> dict[str, Any]:
             "truncated_query": meta.truncated_query,
             "out_of_scope_count": meta.out_of_scope_count,
             "out_of_scope_integrations": list(meta.out_of_scope_integrations),
+            "authorization_errors": list(meta.authorization_errors),
         },
         "candidates": [
             {"id": item.entry.id, "score": item.score, "coverage": item.coverage}
@@ -319,6 +334,10 @@ def ground(
         ),
     ] = None,
     gate: GateOpt = GateMode.relevance,
+    tenant: TenantOpt = None,
+    subject: SubjectOpt = None,
+    group: GroupOpt = None,
+    access: AccessOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Select the knowledge one turn needs and print the block an LLM would receive.
@@ -329,7 +348,12 @@ def ground(
 
     For documents, prints the evidence block (quoted excerpts with spans), its
     citations, and the status: ready, or insufficient with the reason.
+
+    --tenant/--subject/--group run the turn as that principal (a development aid);
+    without them it runs anonymously: entries and chunks with tenant or ACL labels are
+    not visible.
     """
+    principal = principal_of(tenant, subject, group or ())
     documents_only = {
         "limit": limit,
         "max_excerpt_chars": max_excerpt_chars,
@@ -339,9 +363,18 @@ def ground(
     if is_documents(kb):
         reject_options(True, integration=integration, blocked_domain=blocked_domain, turn=turn)
         given = {name: value for name, value in documents_only.items() if value is not None}
-        _ground_documents(kb, query, as_json, max_total_tokens=max_tokens, gate=gate.value, **given)
+        _ground_documents(
+            kb,
+            query,
+            as_json,
+            principal,
+            access,
+            max_total_tokens=max_tokens,
+            gate=gate.value,
+            **given,
+        )
         return
-    reject_options(False, **documents_only)
+    reject_options(False, access=access, **documents_only)
     turns = parse_turns(turn or ())
     config = GroundingConfig(
         sources=() if KnowledgeBase.is_snapshot(kb) else load_kb(kb),
@@ -351,7 +384,12 @@ def ground(
     )
     with quiet_library_warnings(), open_engine(kb, config) as engine:  # errors listed below
         engine.ready()
-        outcome = engine.ground(query, recent_turns=turns, scope=Scope(tuple(integration or ())))
+        outcome = engine.ground(
+            query,
+            recent_turns=turns,
+            scope=Scope(tuple(integration or ())),
+            principal=principal,
+        )
         status = engine.status()
     if as_json:
         print_json(_outcome_json(outcome))
@@ -364,12 +402,19 @@ def ground(
         fail(REASONS[str(reason)])
 
 
-def _ground_documents(path: Path, query: str, as_json: bool, **options: Any) -> None:
+def _ground_documents(
+    path: Path,
+    query: str,
+    as_json: bool,
+    principal: Principal | None,
+    access: Path | None,
+    **options: Any,
+) -> None:
     """Evidence for ``query`` from the documents at ``path`` (options: retrieve_evidence's)."""
     EvidenceSettings(**options)  # bad values are usage errors before any file is read
-    docs = open_documents(path)
+    docs = open_documents(path, access)
     started = time.perf_counter()
-    result = retrieve_evidence(docs.kb, query, **options)
+    result = retrieve_evidence(docs.kb, query, principal=principal, **options)
     duration_ms = (time.perf_counter() - started) * 1000
     if as_json:
         print_json(_evidence_json(result, docs, duration_ms))
@@ -399,6 +444,10 @@ def search(
     model: ModelOpt = DEFAULT_LOCAL_MODEL,
     cache: CacheOpt = None,
     allow_remote: AllowRemoteOpt = False,
+    tenant: TenantOpt = None,
+    subject: SubjectOpt = None,
+    group: GroupOpt = None,
+    access: AccessOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Rank entries for a query and explain each score (no context, no expansion).
@@ -406,25 +455,32 @@ def search(
     For documents, ranks their chunks; skipped files are listed as warnings on stderr.
     With --mode dense or hybrid, entries are embedded (a snapshot's saved vectors are
     used when they match; embeddings are cached) and each hit shows its channels.
+    Searches what the principal of --tenant/--subject/--group may see, scored as if
+    nothing else were indexed (kb.reader); without them, what an anonymous request sees.
     """
     if mode not in MODES:
         fail(f"--mode {mode!r} is invalid: expected one of {', '.join(MODES)}")
+    principal = principal_of(tenant, subject, group or ())
     if is_documents(kb):
         reject_options(True, integration=integration, blocked_domain=blocked_domain)
-        docs = open_documents(kb)
+        docs = open_documents(kb, access)
         for item in docs.skipped:
             echo_line("warning", f"skipped {item.path}: {item.reason}")
         index = docs.kb
     elif KnowledgeBase.is_snapshot(kb):
+        reject_options(False, access=access)
         index = KnowledgeBase.load(kb)
     else:
+        reject_options(False, access=access)
         try:
             index = KnowledgeBase.from_sources(load_kb(kb))
         except ValidationFailedError as exc:
             fail(str(exc) + validate_hint(kb))
     scope = None if integration is None else Scope(tuple(integration))
+    reader = index.reader(principal)
     if mode != "lexical":
         _search_vectors(
+            reader,
             index,
             kb,
             query,
@@ -434,10 +490,10 @@ def search(
             cache,
             allow_remote,
             as_json,
-            index.eligibility(scope, tuple(blocked_domain or ())),
+            reader.knowledge_base.eligibility(scope, tuple(blocked_domain or ())),
         )
         return
-    hits = index.search(query, k=limit, scope=scope, blocked_domains=tuple(blocked_domain or ()))
+    hits = reader.search(query, k=limit, scope=scope, blocked_domains=tuple(blocked_domain or ()))
     if as_json:
         print_json([_hit_json(hit) for hit in hits])
         return
@@ -449,7 +505,7 @@ def search(
     table.columns[1].no_wrap = True
     table.columns[2].justify = "right"
     for rank, hit in enumerate(hits, 1):
-        entry = index.get(hit.id)
+        entry = reader.get(hit.id)
         name = Text(hit.id, style="bold")
         name.append("\n" + (entry.title if entry is not None else ""), style="default")
         table.add_row(str(rank), name, f"{hit.score:.2f}", Text(top_fields(hit.breakdown)))
@@ -457,6 +513,7 @@ def search(
 
 
 def _search_vectors(
+    reader: ScopedReader,
     index: KnowledgeBase,
     source: Path,
     query: str,
@@ -470,7 +527,8 @@ def _search_vectors(
 ) -> None:
     """``search --mode dense|hybrid``: channel ranking with a per-channel breakdown."""
     embedder = cached_embedder(model, cache, allow_remote)
-    vectors = vectors_for(index, source, embedder)
+    vectors = reader.vectors_for(vectors_for(index, source, embedder))
+    index = reader.knowledge_base  # the principal's view, its vectors alongside
     hits, report = search_channels(
         index,
         query,

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, NoReturn
 import typer
 
 from groundwire import (
+    AccessPolicy,
     Chunk,
     ChunkingConfig,
     GroundingConfig,
@@ -20,11 +21,13 @@ from groundwire import (
     KnowledgeEntry,
     KnowledgeSource,
     LoadedDocument,
+    Principal,
     SkippedSource,
     SourceError,
     Turn,
     chunk_document,
     chunks_to_documents,
+    label_chunks,
     load_documents,
     load_sources,
 )
@@ -173,16 +176,82 @@ def warn_entry_files(paths: Sequence[Path]) -> None:
             )
 
 
-def open_documents(path: Path) -> Documents:
-    """Load, chunk and index documents (or open an ingested snapshot)."""
+def principal_of(
+    tenant: str | None, subject: str | None, groups: Sequence[str]
+) -> Principal | None:
+    """The principal the flags name, or None (anonymous); a usage error when incomplete."""
+    if tenant is None and subject is None:
+        if groups:
+            raise typer.BadParameter("needs --tenant and --subject", param_hint="'--group'")
+        return None
+    if tenant is None or subject is None:
+        missing = "'--subject'" if subject is None else "'--tenant'"
+        raise typer.BadParameter(
+            "--tenant and --subject go together: pass both to run as a principal",
+            param_hint=missing,
+        )
+    try:
+        return Principal(tenant, subject, tuple(groups))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--tenant/--subject/--group'") from exc
+
+
+def load_policy(access: Path | None) -> AccessPolicy | None:
+    """The ``--access`` policy, or None; SourceError naming the file and field."""
+    return None if access is None else AccessPolicy.load(access)
+
+
+def _is_file(base: Path, relative: str, target: Path) -> bool:
+    try:
+        return (base / relative).resolve() == target.resolve()
+    except OSError:
+        return False
+
+
+def without_policy(
+    paths: Sequence[Path], documents: Sequence[LoadedDocument], access: Path | None
+) -> list[LoadedDocument]:
+    """``documents`` without the ``--access`` policy file itself (it is not content)."""
+    if access is None:
+        return list(documents)
+    folders = [path for path in paths if path.is_dir()]
+    return [
+        doc
+        for doc in documents
+        if not any(_is_file(folder, doc.source_id, access) for folder in folders)
+        and not _is_file(Path(), doc.path, access)
+    ]
+
+
+def labeled_chunks(
+    chunks: list[Chunk], access: Path | None
+) -> tuple[list[Chunk], list[SkippedSource]]:
+    """``chunks`` labeled by the ``--access`` policy, and the files it leaves out."""
+    policy = load_policy(access)
+    if policy is None:
+        return chunks, []
+    return label_chunks(chunks, policy)
+
+
+def open_documents(path: Path, access: Path | None = None) -> Documents:
+    """Load, chunk, label (``--access``) and index documents (or open an ingested snapshot)."""
     if KnowledgeBase.is_snapshot(path):
+        if access is not None:
+            raise typer.BadParameter(
+                "a snapshot carries the labels given at ingest; pass --access to "
+                "'groundwire ingest' instead",
+                param_hint="'--access'",
+            )
         kb = KnowledgeBase.load(path)
         files = len({str(entry.metadata.get("source_id")) for entry in kb})
         return Documents(kb, files, len(kb), ())
     warn_entry_files([path])
     loaded = load_documents(path)
-    chunks, files, failed = chunk_all(loaded.documents, ChunkingConfig())
-    skipped = (*loaded.skipped, *failed)
+    documents = without_policy([path], loaded.documents, access)
+    chunks, files, failed = chunk_all(documents, ChunkingConfig())
+    chunks, refused = labeled_chunks(chunks, access)
+    skipped = (*loaded.skipped, *failed, *refused)
+    files -= len(refused)
     if not chunks:
         fail(nothing_to_index([path], skipped))
     kb = KnowledgeBase.from_documents(chunks_to_documents(chunks), chunk_settings())

@@ -61,3 +61,49 @@ GateOpt = Annotated[
         "fixed count (8 entries and 4 related ones, or the --limit best excerpts).",
     ),
 ]
+
+# -- principal flags (a development aid: a host passes principals its authentication verified)
+_AS_PRINCIPAL = (
+    "Development aid: run as a principal. In an application the host passes a Principal its "
+    "own authentication verified; groundwire never derives one from a query."
+)
+TenantOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tenant",
+        metavar="ID",
+        help=f"{_AS_PRINCIPAL} The principal's tenant (with --subject). Without "
+        "--tenant/--subject the query runs anonymously and sees only entries and chunks "
+        "without tenant and ACL labels.",
+        show_default=False,
+    ),
+]
+SubjectOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--subject",
+        metavar="ID",
+        help="The principal's user or service id (with --tenant); it holds the ACL label user:ID.",
+        show_default=False,
+    ),
+]
+GroupOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--group",
+        metavar="NAME",
+        help="A group of the principal (repeatable); it holds the ACL label group:NAME.",
+        show_default=False,
+    ),
+]
+AccessOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--access",
+        metavar="FILE",
+        help="Documents only: an access.yaml policy labeling files with tenant and ACL by "
+        "path (first matching rule wins; files no rule matches are skipped unless it has "
+        "a default). See docs/ACCESS.md.",
+        show_default=False,
+    ),
+]

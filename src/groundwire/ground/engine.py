@@ -10,6 +10,7 @@ raises out of ``ground()``: the outcome carries a ``failure_reason``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -18,8 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal
 
+from groundwire.access.authorize import check_callback, predicate_of
 from groundwire.config import GroundingConfig
 from groundwire.context import assemble_context
 from groundwire.errors import ConfigError, QueryError
@@ -33,12 +36,14 @@ from groundwire.model import (
     GroundingStatus,
     KnowledgeBlock,
     KnowledgeSource,
+    Principal,
     RetrievalResult,
     Scope,
     Turn,
     ValidationIssue,
 )
 from groundwire.retrieve import RetrievalRequest, Selection, retrieve
+from groundwire.retrieve.eligibility import warm_tenant_pools
 
 __all__ = ["GroundingEngine", "create_grounding_engine"]
 
@@ -105,6 +110,7 @@ class GroundingEngine:
     ) -> None:
         if not isinstance(config, GroundingConfig):
             raise TypeError(f"config must be a GroundingConfig, got {type(config).__name__}")
+        check_callback(config.authorize, "GroundingConfig.authorize")
         self._config = config
         self._cache = cache if cache is not None else default_cache()
         self._clock = clock
@@ -144,6 +150,7 @@ class GroundingEngine:
                 else:
                     self._snapshot = result.knowledge_base  # atomic reference swap
                     self._last_error = None
+                    self._warm(result.knowledge_base)
             finally:
                 self._built.set()
 
@@ -183,6 +190,12 @@ class GroundingEngine:
         self._snapshot_path = path
         self._issues = snapshot.issues
         self._last_error = None
+        self._warm(snapshot)
+
+    def _warm(self, snapshot: KnowledgeBase) -> None:
+        """Build the tenants' statistics pools in the background, ahead of their turns."""
+        with contextlib.suppress(RuntimeError):  # closed: turns build pools on first use
+            self._executor.submit(_warm, snapshot)
 
     def reload(
         self,
@@ -274,8 +287,15 @@ class GroundingEngine:
         query: str,
         recent_turns: Sequence[Turn | Mapping[str, Any]] | None = None,
         scope: Scope | Mapping[str, Any] | None = None,
+        *,
+        principal: Principal | None = None,
     ) -> GroundingOutcome:
-        """Ground one turn; never raises. See ``metadata.failure_reason`` when no block."""
+        """Ground one turn; never raises. See ``metadata.failure_reason`` when no block.
+
+        ``principal`` is the verified principal of the request (None: anonymous, which
+        sees only entries without tenant and ACL labels); ``GroundingConfig.authorize``,
+        when set, is asked about it and each eligible entry.
+        """
         started = self._clock()
         if not self._config.enabled:
             return self._failure("disabled", started)
@@ -288,7 +308,9 @@ class GroundingEngine:
         if snapshot is None:
             return self._failure("index-not-ready", started)
         try:
-            future = self._executor.submit(self._run, snapshot, query, recent_turns, scope, started)
+            future = self._executor.submit(
+                self._run, snapshot, query, recent_turns, scope, principal, started
+            )
         except RuntimeError:  # executor closed
             return self._failure("error", started)
         try:
@@ -311,11 +333,14 @@ class GroundingEngine:
         query: str,
         recent_turns: Sequence[Turn | Mapping[str, Any]] | None = None,
         scope: Scope | Mapping[str, Any] | None = None,
+        *,
+        principal: Principal | None = None,
     ) -> GroundingOutcome:
         """Async :meth:`ground`: runs off the event loop; never raises."""
         loop = asyncio.get_running_loop()
+        turn = partial(self.ground, query, recent_turns, scope, principal=principal)
         try:
-            return await loop.run_in_executor(None, self.ground, query, recent_turns, scope)
+            return await loop.run_in_executor(None, turn)
         except Exception:
             logger.exception("knowledge grounding failed; continuing without knowledge")
             return self._failure("error", self._clock())
@@ -338,14 +363,18 @@ class GroundingEngine:
         query: str,
         recent_turns: Sequence[Turn | Mapping[str, Any]] | None,
         scope: Scope | Mapping[str, Any] | None,
+        principal: Principal | None,
         started: float,
     ) -> GroundingOutcome:
         config = self._config
+        if principal is not None and not isinstance(principal, Principal):
+            raise TypeError(f"principal must be a Principal, got {type(principal).__name__}")
         # retrieve() keeps only the configured number of most recent turns.
         request = RetrievalRequest(
-            query=query, recent_turns=_turns(recent_turns), scope=_scope(scope)
+            query=query, recent_turns=_turns(recent_turns), scope=_scope(scope), principal=principal
         )
-        selection = retrieve(snapshot, request, config.retrieval, config.blocked_domains)
+        allow = None if config.authorize is None else predicate_of(principal, config.authorize)
+        selection = retrieve(snapshot, request, config.retrieval, config.blocked_domains, allow)
         context = assemble_context(
             [item.entry for item in selection.primary], selection.expanded, config.context
         )
@@ -358,6 +387,7 @@ class GroundingEngine:
             context=context,
             duration_ms=self._elapsed(started),
             candidates=selection.candidates,
+            authorization_errors=selection.authorization_errors,
         )
         if not selection.primary:
             reason: FailureReason = "low-relevance" if selection.candidates else "no-match"
@@ -417,4 +447,12 @@ def _metadata(retrieval: RetrievalResult, reason: FailureReason | None) -> Groun
         duration_ms=retrieval.duration_ms,
         confidence=retrieval.confidence,
         failure_reason=reason,
+        authorization_errors=retrieval.authorization_errors,
     )
+
+
+def _warm(snapshot: KnowledgeBase) -> None:
+    try:
+        warm_tenant_pools(snapshot)
+    except Exception:  # a warm-up failure only costs the first turn of a tenant its build
+        logger.exception("building tenant statistics pools failed; turns will build them")

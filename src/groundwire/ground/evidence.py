@@ -22,11 +22,12 @@ result carries no excerpts and no block.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
 from groundwire.config import (
+    DEFAULT_AUTHORIZE_TIMEOUT_MS,
     DEFAULT_EVIDENCE_CANDIDATES,
     DEFAULT_EVIDENCE_LIMIT,
     DEFAULT_EVIDENCE_MAX_TOKENS,
@@ -41,6 +42,7 @@ from groundwire.config import (
 )
 from groundwire.context.evidence import BudgetReason, PackedEvidence, pack_evidence
 from groundwire.embed.base import Embedder
+from groundwire.i18n import DEFAULT_LOCALE
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.vectors import VectorIndex
 from groundwire.model import Citation, Excerpt
@@ -68,7 +70,8 @@ class EvidenceResult:
     ``candidates_truncated`` says more matched than ``candidate_limit`` considered;
     ``context_truncated`` that qualifying excerpts were left out by ``limit`` or the
     token budget. ``denied_sources`` counts sources the authorizer did not allow;
-    ``authorization_errors`` names those it failed on (raised, or returned a non-bool).
+    ``authorization_errors`` lists its failures (raised, returned a non-bool, deadline
+    passed) by kind and count, naming no source.
     """
 
     status: Literal["ready", "insufficient"]
@@ -149,15 +152,22 @@ def retrieve_evidence(
     embedder: Embedder | None = None,
     gate: Literal["relevance", "off"] = "relevance",
     relevance: RelevanceGate | None = None,
+    where: Mapping[str, str | Sequence[str]] | None = None,
+    locale: str = DEFAULT_LOCALE,
+    authorize_timeout_ms: int | None = DEFAULT_AUTHORIZE_TIMEOUT_MS,
 ) -> EvidenceResult:
     """Authorized, ranked, merged, diversified and token-bounded excerpts for ``question``.
 
     ``kb`` holds chunks (``KnowledgeBase.from_documents(chunks_to_documents(chunks))``).
-    ``authorize(principal, source) -> bool`` is called once per source before ranking
-    (pass both or neither). Bounds default to :class:`~groundwire.config.EvidenceSettings`.
-    ``hybrid`` selects dense or hybrid ranking (with ``vectors`` of ``kb`` and the
-    ``embedder`` that built them); the default is BM25. ``gate="off"`` turns the
-    relevance gate off (``relevance`` sets its thresholds).
+    ``principal`` is a :class:`~groundwire.Principal` (chunks' tenant and ACL labels
+    apply) or, with ``authorize(principal, source) -> bool`` (called once per visible
+    source before ranking, ``authorize_timeout_ms`` bounding it), a host object.
+    ``where`` keeps chunks whose metadata has one of the given values per key; ``locale``
+    is the language of the block's own words. Bounds default to
+    :class:`~groundwire.config.EvidenceSettings`. ``hybrid`` selects dense or hybrid
+    ranking (with ``vectors`` of ``kb`` and the ``embedder`` that built them); the
+    default is BM25. ``gate="off"`` turns the relevance gate off (``relevance`` sets its
+    thresholds).
     Raises :class:`ConfigError` for a bad argument and :class:`QueryError` for a bad
     question (a too-long one is cut, never refused); finding nothing is a result
     (``insufficient``), not an error. The steps and their order rules are in this
@@ -176,6 +186,8 @@ def retrieve_evidence(
         gate=gate,
         relevance=relevance if relevance is not None else RelevanceGate(),
         hybrid=hybrid if hybrid is not None else HybridSettings(),
+        locale=locale,
+        authorize_timeout_ms=authorize_timeout_ms,
     )
     selection = select_evidence(
         kb,
@@ -183,6 +195,7 @@ def retrieve_evidence(
         settings,
         principal=principal,
         authorize=authorize,
+        where=where,
         vectors=vectors,
         embedder=embedder,
     )

@@ -13,10 +13,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from functools import partial
 from itertools import repeat
-from typing import Any, Literal, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import numpy as np
 
+from groundwire.access.authorize import authorize_mask, check_callback
 from groundwire.config import (
     DEFAULT_ALIAS_BOOST,
     DEFAULT_EXACT_BOOST,
@@ -36,8 +37,19 @@ from groundwire.index.lexical import (
     MaskArray,
 )
 from groundwire.ingest.validate import normalize_and_validate
-from groundwire.model import Document, Hit, KnowledgeEntry, KnowledgeSource, Scope, ValidationIssue
+from groundwire.model import (
+    Document,
+    Hit,
+    KnowledgeEntry,
+    KnowledgeSource,
+    Principal,
+    Scope,
+    ValidationIssue,
+)
 from groundwire.text import Analyzer
+
+if TYPE_CHECKING:
+    from groundwire.index.scoped import ScopedReader
 
 __all__ = ["FIELD_TEXT", "KnowledgeBase", "Parts", "Ranked", "Ranking"]
 
@@ -587,18 +599,44 @@ class KnowledgeBase:
         """Related then parent ids of an entry (only ids that exist)."""
         return self._relations.get(entry_id, ())
 
+    def reader(
+        self,
+        principal: Principal | None,
+        *,
+        where: Mapping[str, str | Sequence[str]] | None = None,
+        authorize: Callable[[Principal | None, KnowledgeEntry], object] | None = None,
+        authorize_timeout_ms: int | None = None,
+    ) -> ScopedReader:
+        """A reader that only ever sees what ``principal`` may see (None: anonymous).
+
+        See :class:`~groundwire.index.scoped.ScopedReader`; ``close()`` drops it.
+        """
+        from groundwire.index.scoped import ScopedReader
+
+        return ScopedReader(
+            self,
+            principal,
+            where=where,
+            authorize=authorize,
+            authorize_timeout_ms=authorize_timeout_ms,
+        )
+
     # -- eligibility ------------------------------------------------------------------------
     def eligibility(
         self,
         scope: Scope | None = None,
         blocked_domains: Iterable[str] = (),
-        allow: Callable[[KnowledgeEntry], bool] | None = None,
+        allow: Callable[[KnowledgeEntry], object] | None = None,
     ) -> MaskArray:
         """Which entries a request may see, as a boolean mask over positions.
 
         Active status always; domain not blocked (case-insensitive); with a ``scope``,
         entries that apply everywhere plus those with an enabled integration;
-        ``scope=None`` does not filter by integration. ``allow`` is a host predicate.
+        ``scope=None`` does not filter by integration. ``allow(entry)`` is a host
+        predicate, called once per otherwise eligible entry: only ``True`` allows; an
+        exception or any other value denies (logged to ``groundwire.access``), and an
+        async function is refused with a ConfigError. Tenant and ACL labels are not
+        applied here: this is the unscoped index; use :meth:`reader` for a principal.
         """
         if scope is None and allow is None and not blocked_domains:
             cached = self._mask_cache.get(_STATUS_ONLY)  # the common case, without key work
@@ -627,14 +665,10 @@ class KnowledgeBase:
             if len(self._mask_cache) >= _MASK_CACHE_LIMIT:
                 self._mask_cache.clear()
             self._mask_cache[key] = mask
-        if allow is not None:
-            mask = mask & np.fromiter(
-                (
-                    bool(allow(entry)) if ok else False
-                    for entry, ok in zip(self._entries, mask, strict=True)
-                ),
-                bool,
-                len(self._entries),
+        if allow is not None:  # one fail-closed evaluation (access/authorize.py): only True allows
+            check_callback(allow, "allow")
+            mask, _ = authorize_mask(
+                mask, self.entry, allow, option="allow", noun="entry", describe=_entry_name
             )
         return mask
 
@@ -655,7 +689,7 @@ class KnowledgeBase:
         self,
         scope: Scope | None,
         blocked_domains: Iterable[str],
-        allow: Callable[[KnowledgeEntry], bool] | None,
+        allow: Callable[[KnowledgeEntry], object] | None,
     ) -> tuple[MaskArray, MaskArray | None]:
         """:meth:`eligibility` and its :meth:`_skip`; kept for unrestricted searches."""
         if scope is None and allow is None and not blocked_domains:
@@ -806,7 +840,7 @@ class KnowledgeBase:
         *,
         scope: Scope | None = None,
         blocked_domains: Iterable[str] = (),
-        allow: Callable[[KnowledgeEntry], bool] | None = None,
+        allow: Callable[[KnowledgeEntry], object] | None = None,
         exact_boost: float = DEFAULT_EXACT_BOOST,
         alias_boost: float = DEFAULT_ALIAS_BOOST,
         max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
@@ -847,7 +881,7 @@ class KnowledgeBase:
         *,
         scope: Scope | None = None,
         blocked_domains: Iterable[str] = (),
-        allow: Callable[[KnowledgeEntry], bool] | None = None,
+        allow: Callable[[KnowledgeEntry], object] | None = None,
         exact_boost: float = DEFAULT_EXACT_BOOST,
         alias_boost: float = DEFAULT_ALIAS_BOOST,
         max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
@@ -878,7 +912,7 @@ class KnowledgeBase:
         k: int,
         scope: Scope | None,
         blocked_domains: Iterable[str],
-        allow: Callable[[KnowledgeEntry], bool] | None,
+        allow: Callable[[KnowledgeEntry], object] | None,
         exact_boost: float,
         alias_boost: float,
         max_query_chars: int,
@@ -894,6 +928,7 @@ class KnowledgeBase:
         """
         words = self._analyzer.words(check_query(query, max_query_chars))
         check_k("k", k)
+        check_callback(allow, "allow")
         if exact_boost is not DEFAULT_EXACT_BOOST or alias_boost is not DEFAULT_ALIAS_BOOST:
             check_boosts(exact_boost, alias_boost)  # the defaults are valid
         codes = self._word_codes(words)
@@ -945,6 +980,11 @@ class KnowledgeBase:
             alias_boost if doc in alias else 0.0,
         )
         return Hit(entry_id, lexical + breakdown["exact"] + breakdown["alias"], breakdown)
+
+
+def _entry_name(entry: KnowledgeEntry) -> str:
+    """An entry as the operator's log names it."""
+    return repr(entry.id)
 
 
 def _document_entry(doc: Document | Mapping[str, Any], n: int) -> KnowledgeEntry:

@@ -160,6 +160,20 @@ class VectorIndex:
         copy._ann = ann
         return copy
 
+    def subset(self, positions: Sequence[int] | np.ndarray) -> VectorIndex:
+        """The rows at ``positions`` (ascending) as an index of their own, stored values
+        unchanged (no re-quantization) and searched exactly: the vectors of a scoped view
+        (a tenant's pool, a reader) built from those entries of the knowledge base."""
+        rows = np.asarray(positions, dtype=np.int64)
+        part = VectorIndex.__new__(VectorIndex)
+        part.ids = tuple(self.ids[n] for n in rows.tolist())
+        part.model_id, part.dimensions, part.dtype = self.model_id, self.dimensions, self.dtype
+        part._matrix = self._matrix[rows]
+        part._scale = None if self._scale is None else self._scale[rows]
+        part._nonzero = self._nonzero[rows]
+        part._ann = None
+        return part
+
     @property
     def ann(self) -> AnnSearcher | None:
         """The attached ANN index, if any."""

@@ -1,13 +1,17 @@
 """Normalize authored knowledge sources into entries and report every problem.
 
+An entry's access labels, ``tenant`` and ``acl`` (see :mod:`groundwire.access.labels`),
+are stored in its ``metadata``, where every store reads them.
+
 Errors block a snapshot; warnings do not. Each issue carries a stable code:
 
 errors:   source-id-missing, source-invalid, entry-invalid, entry-id-missing,
           entry-id-duplicate, title-missing, summary-missing, domain-missing,
           integrations-missing, integrations-invalid, kind-unsupported,
-          status-unsupported, field-invalid, field-too-long, too-many-entries
+          status-unsupported, field-invalid, field-too-long, too-many-entries,
+          tenant-invalid, acl-invalid
 warnings: source-version-missing, field-unknown, alias-empty, alias-duplicate,
-          related-missing, related-self, parent-missing, parent-self
+          related-missing, related-self, parent-missing, parent-self, tenant-mixed
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from groundwire.access.labels import ACL_KEY, TENANT_KEY, Labels, parse_acl, parse_tenant
 from groundwire.config import MAX_ENTRIES, MAX_FIELD_CHARS
 from groundwire.model import (
     ENTRY_KINDS,
@@ -49,6 +54,8 @@ ENTRY_KEYS = (
     "kind",
     "status",
     "metadata",
+    "tenant",
+    "acl",
 )
 _LIST_FIELDS = ("aliases", "keywords", "related")
 _INTERNAL_KEYS = frozenset({"version", "source_id"})
@@ -191,6 +198,36 @@ def _required_text(raw: Mapping[str, Any], name: str, code: str, col: _Collector
     return value
 
 
+def _labels(raw: Mapping[str, Any], metadata: Mapping[str, Any], col: _Collector) -> Labels:
+    """The entry's ``tenant`` and ``acl`` labels; syntax errors name the field.
+
+    Authored at the top level of the entry; a record built in Python (a
+    ``KnowledgeEntry``) carries them in ``metadata``, where they are checked the same way.
+    """
+    values: dict[str, Any] = {}
+    for key in (TENANT_KEY, ACL_KEY):
+        top, inner = raw.get(key), metadata.get(key)
+        if top is not None and inner is not None and top != inner:
+            col.error(
+                "field-invalid",
+                f"'{key}' is set both at the top level and in 'metadata', differently; "
+                f"keep only the top-level '{key}'",
+                key,
+            )
+        values[key] = top if top is not None else inner
+    tenant: str | None = None
+    acl: tuple[str, ...] = ()
+    try:
+        tenant = parse_tenant(values[TENANT_KEY])
+    except ValueError as exc:
+        col.error("tenant-invalid", str(exc), TENANT_KEY)
+    try:
+        acl = parse_acl(values[ACL_KEY])
+    except ValueError as exc:
+        col.error("acl-invalid", str(exc), ACL_KEY)
+    return Labels(tenant, acl)
+
+
 def _entry(
     raw: Mapping[str, Any], source_id: str, version: str, col: _Collector
 ) -> KnowledgeEntry | None:
@@ -265,6 +302,9 @@ def _entry(
     if not isinstance(metadata, Mapping):
         col.error("field-invalid", f"'metadata' must be a mapping, got {metadata!r}", "metadata")
         metadata = {}
+    labels = _labels(raw, metadata, col)
+    metadata = {k: v for k, v in metadata.items() if k not in (TENANT_KEY, ACL_KEY)}
+    metadata.update(labels.as_metadata())
     for name, text in (("title", title), ("summary", summary), ("body", body)):
         if len(text) > MAX_FIELD_CHARS:
             col.error(
@@ -373,6 +413,7 @@ def normalize_and_validate(
             if entry is not None:
                 entries.append(entry)
     _check_links(entries, seen, analyzer, col)
+    _check_tenants(entries, col)
     entries.sort(key=lambda e: e.id)
     return ValidationReport(tuple(entries), tuple(col.issues))
 
@@ -431,3 +472,21 @@ def _check_links(
                     "id or remove 'parent'",
                     "parent",
                 )
+
+
+def _check_tenants(entries: list[KnowledgeEntry], col: _Collector) -> None:
+    """A source mixing entries with and without a tenant: the latter are shared by all."""
+    by_source: dict[str, list[KnowledgeEntry]] = {}
+    for entry in entries:
+        by_source.setdefault(entry.source_id, []).append(entry)
+    for source_id, members in by_source.items():
+        shared = [e.id for e in members if TENANT_KEY not in e.metadata]
+        if shared and len(shared) < len(members):
+            col.source_id, col.entry_id, col.origin = source_id or None, None, None
+            col.warning(
+                "tenant-mixed",
+                f"{len(shared)} of {len(members)} entries have no 'tenant' (first: "
+                f"{shared[0]!r}) and are shared with every tenant; set 'tenant' on them, or "
+                "keep shared entries in a source of their own",
+                TENANT_KEY,
+            )

@@ -23,7 +23,7 @@ Quoting the evidence reduces delimiter confusion; it is not a prompt-injection d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar, cast
 
@@ -40,6 +40,7 @@ from groundwire.config import (
 )
 from groundwire.errors import CitationError, ConfigError, ProviderError
 from groundwire.ground.evidence import EvidenceResult, retrieve_evidence
+from groundwire.i18n import DEFAULT_LOCALE
 from groundwire.index import KnowledgeBase
 from groundwire.llm.base import ChatRequest, Completion, Message, Provider, StreamEvent
 from groundwire.llm.citations import CitationReport, validate_citations
@@ -138,7 +139,9 @@ class GroundedAssistant:
     or an ingested snapshot). ``provider`` is a :class:`~groundwire.llm.base.Provider`, or
     a list tried in order: a provider error (before or during the buffered output) moves
     to the next with the same request; citation rejection does not. ``authorize`` and
-    ``principal`` go to :func:`~groundwire.retrieve_evidence` with the evidence bounds.
+    ``principal`` go to :func:`~groundwire.retrieve_evidence` with the evidence bounds
+    (a :class:`~groundwire.Principal` alone applies the chunks' tenant and ACL labels),
+    and so do ``where`` (metadata constraints), ``locale`` and ``authorize_timeout_ms``.
     ``instructions`` are prepended to the assistant's own system instructions.
     ``on_rejection``: ``"raise"`` (default) raises :class:`~groundwire.CitationError`;
     ``"return"`` returns a ``rejected`` answer. The constructor only validates.
@@ -165,6 +168,9 @@ class GroundedAssistant:
         max_tokens: int | None = None,
         timeout_s: float | None = None,
         on_rejection: Literal["raise", "return"] = "raise",
+        where: Mapping[str, str | Sequence[str]] | None = None,
+        locale: str = DEFAULT_LOCALE,
+        authorize_timeout_ms: int | None = None,
     ) -> None:
         if not isinstance(kb, KnowledgeBase):
             raise ConfigError(f"kb must be a KnowledgeBase, got {type(kb).__name__}")
@@ -185,7 +191,10 @@ class GroundedAssistant:
             candidate_limit=candidate_limit,
             max_query_chars=max_query_chars,
             token_estimator=token_estimator,
+            locale=locale,
+            authorize_timeout_ms=authorize_timeout_ms,
         )
+        self.where = where
         self.instructions = instructions
         self.model = model
         self.temperature = temperature
@@ -210,6 +219,9 @@ class GroundedAssistant:
             candidate_limit=s.candidate_limit,
             max_query_chars=s.max_query_chars,
             token_estimator=s.token_estimator,
+            where=self.where,
+            locale=s.locale,
+            authorize_timeout_ms=s.authorize_timeout_ms,
         )
 
     def request(self, evidence: EvidenceResult) -> ChatRequest:

@@ -80,7 +80,7 @@ from groundwire.llm.tools import (
     search_knowledge_base_tool,
 )
 from groundwire.memory import MemoryContext, MemoryScope, MemoryStore, render_memory_block
-from groundwire.model import GroundingMetadata, KnowledgeBlock, Scope, Turn
+from groundwire.model import GroundingMetadata, KnowledgeBlock, Principal, Scope, Turn
 
 __all__ = ["AsyncStreamResult", "Client", "GenerateResult", "StreamResult", "SystemPrompt"]
 
@@ -120,6 +120,7 @@ class _Call:
     reads_memory: bool  # no explicit messages were given: the session's memory supplies them
     ground: bool
     scope: Scope | Mapping[str, Any] | None
+    principal: Principal | None  # the verified principal grounding runs as (None: anonymous)
     model: str | None
     temperature: float | None
     max_tokens: int | None
@@ -205,6 +206,7 @@ class Client:
         session_id: str | None = None,
         use_knowledge_grounding: bool = False,
         knowledge_context: Scope | Mapping[str, Any] | None = None,
+        knowledge_principal: Principal | None = None,
         model: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -220,14 +222,17 @@ class Client:
         are the earlier messages (they replace the session's memory for this call);
         ``session_id`` reads and extends the client's memory. ``knowledge_context`` is
         the grounding scope (a :class:`~groundwire.Scope` or ``{"enabled_integrations":
-        [...]}``). ``files`` (paths or loaded documents) are chunked into an in-memory
-        index offered to the model as the ``search_knowledge_base`` tool; the tool loop
+        [...]}``); ``knowledge_principal`` the verified principal it grounds as (None:
+        anonymous: only entries without tenant and ACL labels). ``files`` (paths or
+        loaded documents) are chunked into an in-memory index offered to the model as
+        the ``search_knowledge_base`` tool; the tool loop
         runs at most ``max_tool_rounds`` model calls. Raises
         :class:`~groundwire.ProviderError` when every provider failed.
         """
         call = self._call(
             input, system_prompt, conversation_messages, session_id, use_knowledge_grounding,
             knowledge_context, model, temperature, max_tokens, tools, timeout_s, memory_scope,
+            knowledge_principal,
         )  # fmt: skip
         if call.reads_memory:
             call = replace(call, history=self._read_memory(call))
@@ -253,6 +258,7 @@ class Client:
         session_id: str | None = None,
         use_knowledge_grounding: bool = False,
         knowledge_context: Scope | Mapping[str, Any] | None = None,
+        knowledge_principal: Principal | None = None,
         model: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -268,6 +274,7 @@ class Client:
         call = self._call(
             input, system_prompt, conversation_messages, session_id, use_knowledge_grounding,
             knowledge_context, model, temperature, max_tokens, tools, timeout_s, memory_scope,
+            knowledge_principal,
         )  # fmt: skip
         if call.reads_memory:
             call = replace(call, history=self._read_memory(call))
@@ -286,6 +293,7 @@ class Client:
         session_id: str | None = None,
         use_knowledge_grounding: bool = False,
         knowledge_context: Scope | Mapping[str, Any] | None = None,
+        knowledge_principal: Principal | None = None,
         model: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -299,6 +307,7 @@ class Client:
         call = self._call(
             input, system_prompt, conversation_messages, session_id, use_knowledge_grounding,
             knowledge_context, model, temperature, max_tokens, tools, timeout_s, memory_scope,
+            knowledge_principal,
         )  # fmt: skip
         if call.reads_memory:
             call = replace(call, history=await asyncio.to_thread(self._read_memory, call))
@@ -325,6 +334,7 @@ class Client:
         session_id: str | None = None,
         use_knowledge_grounding: bool = False,
         knowledge_context: Scope | Mapping[str, Any] | None = None,
+        knowledge_principal: Principal | None = None,
         model: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
@@ -336,6 +346,7 @@ class Client:
         call = self._call(
             input, system_prompt, conversation_messages, session_id, use_knowledge_grounding,
             knowledge_context, model, temperature, max_tokens, tools, timeout_s, memory_scope,
+            knowledge_principal,
         )  # fmt: skip
         if call.reads_memory:
             call = replace(call, history=await asyncio.to_thread(self._read_memory, call))
@@ -364,6 +375,7 @@ class Client:
         tools: Sequence[ToolSpec] | None,
         timeout_s: float | None,
         memory_scope: MemoryScope | None = None,
+        principal: Principal | None = None,
     ) -> _Call:
         """Copy and check the call's options: nothing below touches the caller's objects."""
         if not isinstance(input, str):
@@ -395,6 +407,7 @@ class Client:
             # The opt-in is exactly True: a truthy string or 1 does not ground a turn.
             ground=use_knowledge_grounding is True,
             scope=_copy_scope(knowledge_context),
+            principal=principal,
             model=model,
             temperature=temperature,
             max_tokens=max_tokens,
@@ -417,7 +430,9 @@ class Client:
         assert self._grounding is not None
         started = time.perf_counter()
         try:
-            outcome = self._grounding.ground(call.input, _recent_turns(call.history), call.scope)
+            outcome = self._grounding.ground(
+                call.input, _recent_turns(call.history), call.scope, **_as_principal(call)
+            )
         except Exception:  # the engine never raises; a replacement might: fail open
             logger.exception("knowledge grounding failed; continuing without knowledge")
             return _error_metadata(started), None
@@ -430,7 +445,7 @@ class Client:
         started = time.perf_counter()
         try:
             outcome = await self._grounding.aground(
-                call.input, _recent_turns(call.history), call.scope
+                call.input, _recent_turns(call.history), call.scope, **_as_principal(call)
             )
         except Exception:
             logger.exception("knowledge grounding failed; continuing without knowledge")
@@ -674,6 +689,12 @@ def _tools(tools: Sequence[ToolSpec] | None) -> tuple[ToolSpec, ...]:
             raise QueryError(f"tools[{index}] is {type(tool).__name__}: expected a ToolSpec")
         out.append(replace(tool, parameters=copy.deepcopy(tool.parameters)))
     return tuple(out)
+
+
+def _as_principal(call: _Call) -> dict[str, Principal]:
+    """The principal keyword for the engine, only when there is one (an engine stand-in
+    written before principals existed keeps working for anonymous calls)."""
+    return {} if call.principal is None else {"principal": call.principal}
 
 
 def _copy_scope(scope: Scope | Mapping[str, Any] | None) -> Scope | Mapping[str, Any] | None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from groundwire.access.authorize import check_callback
 from groundwire.config import (
     DEFAULT_MAX_QUERY_CHARS,
     DEFAULT_MAX_TOOL_ROUNDS,
@@ -51,11 +52,12 @@ from groundwire.config import (
 from groundwire.embed import Embedder
 from groundwire.errors import ConfigError, GroundwireError, SourceError
 from groundwire.index import KnowledgeBase
+from groundwire.index.scoped import subset_vectors
 from groundwire.index.vectors import VectorIndex
 from groundwire.ingest.chunking import chunk_document, chunks_to_documents
 from groundwire.ingest.loaders import load_document
 from groundwire.llm.base import ChatRequest, Completion, Message, Provider, ToolCall, ToolSpec
-from groundwire.model import Chunk, Citation, KnowledgeEntry, LoadedDocument
+from groundwire.model import Chunk, Citation, KnowledgeEntry, LoadedDocument, Principal
 from groundwire.retrieve.hybrid import search_channels
 
 __all__ = [
@@ -208,11 +210,12 @@ def search_knowledge_base_tool(
     k: int = DEFAULT_TOOL_K,
     max_k: int = MAX_TOOL_K,
     max_excerpt_chars: int = DEFAULT_TOOL_EXCERPT_CHARS,
-    allow: Callable[[KnowledgeEntry], bool] | None = None,
+    allow: Callable[[KnowledgeEntry], object] | None = None,
     name: str = SEARCH_TOOL_NAME,
     embedder: Embedder | None = None,
     vectors: VectorIndex | None = None,
     hybrid: HybridSettings | None = None,
+    principal: Principal | None = None,
 ) -> Tool:
     """The ``search_knowledge_base`` tool over ``kb``: a JSON-schema spec and its executor.
 
@@ -222,14 +225,22 @@ def search_knowledge_base_tool(
     ``max_excerpt_chars``; ``cut`` says it was shortened), ``version``, ``citation`` and
     ``score``. With several sources in ``kb`` the best
     :data:`~groundwire.config.DEFAULT_TOOL_CANDIDATES` chunks are taken round-robin over
-    sources (each source's best first, sources by their best score). ``allow``
-    restricts eligibility before ranking (denied entries never take a slot).
+    sources (each source's best first, sources by their best score). The tool searches
+    ``kb.reader(principal)``: what ``principal`` may see by tenant and ACL labels (None:
+    the anonymous view, entries without labels). ``allow(entry)`` restricts eligibility
+    further before ranking (only ``True`` allows; denied entries never take a slot; an
+    async function is refused here).
 
     With an ``embedder`` the tool ranks by ``hybrid`` (default: hybrid mode, the default
     fusion) over ``vectors`` (embedded from ``kb`` in memory when not given).
     """
     if not isinstance(kb, KnowledgeBase):
         raise ConfigError(f"kb must be a KnowledgeBase, got {type(kb).__name__}")
+    check_callback(allow, "allow")
+    view = kb.reader(principal).knowledge_base
+    if vectors is not None:
+        vectors = subset_vectors(kb, view, vectors)  # the vectors of the principal's view
+    kb = view
     max_k = _check_int("max_k", max_k, 1, MAX_TOOL_K)
     k = _check_int("k", k, 1, max_k)
     max_excerpt_chars = _check_int("max_excerpt_chars", max_excerpt_chars, 1, MAX_EXCERPT_CHARS)

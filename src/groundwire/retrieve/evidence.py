@@ -4,15 +4,22 @@
 the rendered block is :func:`groundwire.context.evidence.pack_evidence`; the two are
 composed by :func:`groundwire.ground.evidence.retrieve_evidence`). Its steps, in order:
 
-1. **Validate** the knowledge base, the question (type and length) and that
-   ``principal`` and ``authorize`` are given together.
+1. **Validate** the knowledge base, the question (type and length) and the principal:
+   a :class:`~groundwire.Principal` (its chunks' tenant and ACL labels apply, with or
+   without ``authorize``), None (anonymous: only chunks without labels), or, with
+   ``authorize``, any host object the authorizer understands (labeled chunks are then
+   visible to nobody: labels need a verified ``Principal``).
 2. **Authorize, before ranking.** Chunks are grouped by source (``metadata["source_id"]``
    as :func:`~groundwire.ingest.chunking.chunks_to_documents` writes it; an entry
-   without one is its own source). ``authorize(principal, source)`` is called exactly
-   once per source, in source-id order (code point), with an
-   :class:`~groundwire.model.EvidenceSource`. Only ``True`` allows: ``False`` denies,
-   and so does any other return value or an exception (fail closed; the selection lists
-   each such failure in ``authorization_errors``).
+   without one is its own source). First the labels: chunks the principal may not see
+   are out, and a source none of whose chunks it may see is never mentioned again — not
+   to the authorizer, not in any count. Then ``authorize(principal, source)`` is called
+   exactly once per remaining source, in source-id order (code point), with an
+   :class:`~groundwire.model.EvidenceSource`, through the one fail-closed evaluation of
+   :mod:`groundwire.access.authorize`: only ``True`` allows; ``False`` denies, and so
+   does any other return value, an exception or the ``authorize_timeout_ms`` deadline
+   passing (the selection lists such failures in ``authorization_errors``, by kind and
+   count, naming no source).
 3. **Rank** the question's terms with BM25 over allowed, active chunks only. When
    nothing is excluded this reads the precomputed rows; otherwise
    :func:`~groundwire.retrieve.restricted.restricted_scores` recomputes every statistic
@@ -27,7 +34,7 @@ composed by :func:`groundwire.ground.evidence.retrieve_evidence`). Its steps, in
    those scoring below ``min_score`` are dropped.
 5. **Gate**: the relevance gate (:mod:`groundwire.retrieve.gate`, ``gate="relevance"``)
    keeps the chunks the question's informative terms support, with document frequencies
-   counted over allowed chunks only; ``gate="off"`` keeps them all.
+   and the noise level counted over allowed chunks only; ``gate="off"`` keeps them all.
 6. **Merge**, **cut** and **diversify** them into excerpts (see
    :mod:`groundwire.retrieve.excerpts`).
 
@@ -41,20 +48,23 @@ selection carries no excerpts.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
 import numpy as np
 
+from groundwire.access.authorize import authorize_items, check_callback, predicate_of
 from groundwire.config import DEFAULT_ALIAS_BOOST, DEFAULT_EXACT_BOOST, EvidenceSettings
 from groundwire.embed.base import Embedder
 from groundwire.errors import ConfigError, QueryError
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import IntArray, MaskArray, QueryScores
+from groundwire.index.scoped import label_index
 from groundwire.index.vectors import VectorIndex
-from groundwire.model import EvidenceSource, Excerpt, KnowledgeEntry
+from groundwire.model import EvidenceSource, Excerpt, Filter, KnowledgeEntry, Principal
 from groundwire.retrieve.channels import ChannelList
 from groundwire.retrieve.excerpts import (
     Hits,
@@ -76,7 +86,7 @@ from groundwire.retrieve.hybrid import (
     rerank_head,
 )
 from groundwire.retrieve.pipeline import truncate_query
-from groundwire.retrieve.restricted import restricted_scores
+from groundwire.retrieve.restricted import restricted_noise, restricted_scores
 
 __all__ = [
     "SELECTION_REASONS",
@@ -91,7 +101,7 @@ SelectionReason = Literal["no-match", "below-min-score", "low-relevance", "too-f
 #: Every reason a selection can be insufficient, in the order they are checked.
 SELECTION_REASONS: Final[tuple[str, ...]] = get_args(SelectionReason)
 #: A host authorizer: ``authorize(principal, source) -> bool``; only ``True`` allows.
-Authorizer = Callable[[Any, EvidenceSource], bool]
+Authorizer = Callable[[Any, EvidenceSource], object]
 
 # Knowledge bases whose source maps are kept (each map holds its knowledge base alive, so
 # an identity check can never match a new object at a recycled address): a few snapshots.
@@ -105,8 +115,10 @@ class EvidenceSelection:
     ``excerpts`` holds every qualifying excerpt in round-robin order (empty when
     ``reason`` is set). ``candidate_count`` counts allowed chunks that matched;
     ``candidates_truncated`` says more matched than ``candidate_limit`` considered.
-    ``denied_sources`` counts sources the authorizer did not allow;
-    ``authorization_errors`` names those it failed on (raised, or returned a non-bool).
+    ``authorized_sources`` counts sources the principal may see that the authorizer
+    allowed, ``denied_sources`` those it did not; sources hidden by labels are in
+    neither. ``authorization_errors`` lists the authorizer's failures (raised, returned a
+    non-bool, deadline passed) by kind and count.
     ``channels`` reports dense/hybrid ranking and reranking (None for plain BM25).
     ``truncated_query``: the question was cut to ``max_query_chars``.
     """
@@ -175,30 +187,59 @@ def _source_map(kb: KnowledgeBase) -> _SourceMap:
 
 
 def _authorize(
-    sources: Sequence[EvidenceSource], principal: object, authorize: Authorizer | None
-) -> tuple[list[int], list[str]]:
-    """Positions of denied sources and the failures; each source is asked exactly once."""
-    denied: list[int] = []
-    errors: list[str] = []
+    sources: Sequence[EvidenceSource],
+    visible: Sequence[int],
+    principal: object,
+    authorize: Authorizer | None,
+    timeout_ms: int | None,
+) -> tuple[list[int], tuple[str, ...]]:
+    """Positions of the visible sources the authorizer did not allow, and its failures;
+    each visible source is asked exactly once, in order."""
     if authorize is None:
-        return denied, errors
-    for n, source in enumerate(sources):
-        try:
-            verdict = authorize(principal, source)
-        except Exception as exc:  # fail closed: a broken authorizer allows nothing
-            denied.append(n)
-            detail = " ".join(str(exc).split())[:200]
-            errors.append(f"source {source.id!r}: authorize raised {type(exc).__name__}: {detail}")
-            continue
-        if verdict is True:
-            continue
-        denied.append(n)
-        if verdict is not False:
-            errors.append(
-                f"source {source.id!r}: authorize returned {verdict!r} "
-                f"({type(verdict).__name__}), not True or False; denied"
-            )
-    return denied, errors
+        return [], ()
+    verdicts = authorize_items(
+        [sources[n] for n in visible],
+        predicate_of(principal, authorize),
+        option="authorize",
+        noun="source",
+        timeout_ms=timeout_ms,
+        describe=lambda source: repr(source.id),
+    )
+    denied = [n for n, ok in zip(visible, verdicts.allowed.tolist(), strict=True) if not ok]
+    return denied, verdicts.errors
+
+
+def _label_mask(
+    kb: KnowledgeBase, principal: object, where: Mapping[str, str | Sequence[str]] | None
+) -> MaskArray:
+    """The chunks whose labels admit ``principal`` (a Principal; anything else: anonymous)
+    and whose metadata meets ``where``."""
+    who = principal if isinstance(principal, Principal) else None
+    try:
+        flt = Filter.of(who, where=where)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from exc
+    return label_index(kb).mask(flt)
+
+
+_noises: dict[tuple[int, bytes, float], tuple[KnowledgeBase, float]] = {}
+
+
+def _noise(kb: KnowledgeBase, allowed: MaskArray, quantile: float) -> float:
+    """The gate's noise level over what this request may see: the snapshot's own when
+    nothing is excluded, else recomputed without the excluded chunks (remembered per
+    allowed set: the same principal's requests share it)."""
+    if bool(allowed.all()):
+        return noise_level(kb, quantile)
+    key = (id(kb), hashlib.sha256(np.packbits(allowed).tobytes()).digest(), quantile)
+    cached = _noises.get(key)
+    if cached is not None and cached[0] is kb:
+        return cached[1]
+    level = restricted_noise(kb.lexical, allowed, quantile)
+    if len(_noises) >= _MAP_CACHE_LIMIT * 8:
+        _noises.clear()
+    _noises[key] = (kb, level)
+    return level
 
 
 # --- validation --------------------------------------------------------------------------------
@@ -210,12 +251,12 @@ def check_knowledge_base(kb: object) -> KnowledgeBase:
 
 
 def _check_authorizer(principal: object, authorize: Authorizer | None) -> None:
-    if authorize is not None and not callable(authorize):
-        raise ConfigError(f"authorize={authorize!r} is invalid: expected a callable")
-    if principal is not None and authorize is None:
+    check_callback(authorize, "authorize")
+    if principal is not None and authorize is None and not isinstance(principal, Principal):
         raise ConfigError(
-            "principal is given without authorize: pass authorize(principal, source) -> bool "
-            "so every source is checked before ranking, or drop principal"
+            "principal is given without authorize: pass a Principal(tenant, subject, groups) "
+            "so tenant and ACL labels apply, or authorize(principal, source) -> bool so every "
+            "source is checked before ranking, or drop principal"
         )
     if authorize is not None and principal is None:
         raise ConfigError(
@@ -269,13 +310,17 @@ def select_evidence(
     vectors: VectorIndex | None = None,
     embedder: Embedder | None = None,
     query_vector: object = None,
+    where: Mapping[str, str | Sequence[str]] | None = None,
 ) -> EvidenceSelection:
     """Authorized, ranked, merged and diversified candidate excerpts for ``question``.
 
     ``kb`` holds chunks (``KnowledgeBase.from_documents(chunks_to_documents(chunks))``).
-    ``authorize(principal, source) -> bool`` is called once per source before ranking
-    (pass both or neither). Dense and hybrid modes (``settings.hybrid``) need ``vectors``
-    of ``kb`` and the ``embedder`` that built them (or a ``query_vector``). Raises
+    ``principal`` is a :class:`~groundwire.Principal` (labels apply) or, with
+    ``authorize(principal, source) -> bool`` (called once per visible source before
+    ranking), any host object. ``where`` keeps chunks whose metadata has one of the given
+    values per key (e.g. ``{"locale": "en"}``). Dense and hybrid modes
+    (``settings.hybrid``) need ``vectors`` of ``kb`` and the ``embedder`` that built them
+    (or a ``query_vector``); they rank over the same allowed chunks. Raises
     :class:`ConfigError` for a bad argument and
     :class:`QueryError` for a bad question; finding nothing is a selection with a
     reason, not an error. The steps and their order rules are in the module docstring.
@@ -291,8 +336,16 @@ def select_evidence(
     _check_authorizer(principal, authorize)
 
     sources = _source_map(kb)
-    denied, errors = _authorize(sources.sources, principal, authorize)  # before any scoring
-    allowed = kb.eligibility()
+    labels = _label_mask(kb, principal, where)  # labels first, before any scoring
+    allowed = kb.eligibility() & labels
+    visible = (
+        list(range(len(sources.sources)))
+        if bool(labels.all())  # no labels in the way (the common case): every source
+        else np.unique(sources.doc_source[allowed]).tolist()
+    )
+    denied, errors = _authorize(
+        sources.sources, visible, principal, authorize, settings.authorize_timeout_ms
+    )
     if denied:
         allowed = allowed & ~np.isin(sources.doc_source, np.array(denied, np.int32))
     analyzer = kb.analyzer
@@ -321,9 +374,9 @@ def select_evidence(
             excerpts=tuple(excerpts),
             candidate_count=matched,
             candidates_truncated=truncated,
-            authorized_sources=len(sources.sources) - len(denied),
+            authorized_sources=len(visible) - len(denied),
             denied_sources=len(denied),
-            authorization_errors=tuple(errors),
+            authorization_errors=errors,
             settings=settings,
             channels=report,
             truncated_query=query_cut,
@@ -341,7 +394,7 @@ def select_evidence(
             [d for d, _ in qualified],
             [v for _, v in qualified],
             settings.relevance,
-            noise=noise_level(kb, settings.relevance.noise_quantile),
+            noise=_noise(kb, allowed, settings.relevance.noise_quantile),
             lexical=[lexical.get(d, scores.score_of(d)) for d, _ in qualified],  # BM25
             phrase=[d in phrase for d, _ in qualified],
         )

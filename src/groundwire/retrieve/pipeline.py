@@ -3,21 +3,27 @@
 A. normalize the query into terms;
 B. look every contiguous query n-gram up in the exact (id/title) and alias maps;
 C. build the lexical query from the query plus recent turns (each capped);
-D. compute the eligibility set (status, blocked domains, integrations) *before* ranking;
+D. compute the eligibility set *before* ranking, once (status, blocked domains,
+   integrations, tenant, ACL, host predicate: :mod:`groundwire.retrieve.eligibility`),
+   and take the tenant's statistics pool: every later stage ranks, gates and expands
+   within it;
 E. BM25 over eligible entries only, ``2 × candidate_limit`` deep;
 F. union with eligible exact and alias hits;
 G. score = BM25 + exact boost + alias boost, sorted by score then id;
 H. cap at ``candidate_limit``; of the first ``result_limit``, the relevance gate
    (``gate.py``; ``gate="off"``: none is cut) keeps those the query supports: the primary
    selection, possibly empty;
-I. expand primary entries along related/parent links (re-authorized, no duplicates); with
+I. expand primary entries along related/parent links (re-checked, no duplicates); with
    the gate, only links that hold the query as a kept entry must, and only entries the
    fixed count would have selected or expanded: the gate never adds an entry;
 J. classify confidence (with the gate: at most ``low`` when an entry K finds out of
    scope would have ranked first);
 K. integration-scope hints: entries the gate would have kept had the request enabled
-   their integrations (same blocked domains and predicate; ranked lexically), counted
-   and named.
+   their integrations (same blocked domains, labels and predicate; ranked lexically),
+   counted and named.
+
+Every entry a selection returns (candidates, primary, expanded) has its related/parent
+ids cut to those this request may see.
 
 A query longer than ``max_query_chars`` is cut to it, keeping its start and its end
 (:func:`truncate_query`), before stage A.
@@ -32,7 +38,7 @@ default, ``"lexical"``, is exactly the ranking above. The gate (H) reads the fus
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -41,9 +47,19 @@ from groundwire.embed.base import Embedder
 from groundwire.errors import QueryError
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import MaskArray
+from groundwire.index.scoped import subset_vectors
 from groundwire.index.vectors import VectorIndex
-from groundwire.model import Confidence, KnowledgeEntry, Scope, ScoredEntry, Turn
+from groundwire.model import (
+    Confidence,
+    Filter,
+    KnowledgeEntry,
+    Principal,
+    Scope,
+    ScoredEntry,
+    Turn,
+)
 from groundwire.retrieve.confidence import classify_confidence, gated_confidence
+from groundwire.retrieve.eligibility import Eligibility, turn_eligibility
 from groundwire.retrieve.gate import (
     QueryEvidence,
     gate_candidates,
@@ -70,11 +86,16 @@ _WORD_SLACK = 64
 
 @dataclass(frozen=True, slots=True)
 class RetrievalRequest:
-    """What one turn asks for: the query, earlier turns and the request's scope."""
+    """What one turn asks for: the query, earlier turns, the request's scope and principal.
+
+    ``principal`` is the verified principal the host passes (None: anonymous, which sees
+    only entries without tenant and ACL labels).
+    """
 
     query: str
     recent_turns: tuple[Turn, ...] = ()
     scope: Scope = field(default_factory=Scope)
+    principal: Principal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +114,7 @@ class Selection:
     ``channels`` reports dense/hybrid ranking and reranking (None for plain lexical).
     ``candidates`` are every ranked candidate before the gate (with their coverage when
     the gate is on); ``query`` is the query as used (cut when ``truncated_query``).
+    ``authorization_errors`` lists the host predicate's failures (kinds and counts).
     """
 
     primary: tuple[ScoredEntry, ...]
@@ -104,6 +126,7 @@ class Selection:
     query: str = ""
     truncated_query: bool = False
     scope_hint: ScopeHint = field(default_factory=ScopeHint)
+    authorization_errors: tuple[str, ...] = ()
 
 
 def truncate_query(query: str, limit: int) -> tuple[str, bool]:
@@ -155,7 +178,7 @@ def retrieve(
     request: RetrievalRequest,
     config: RetrievalConfig,
     blocked_domains: Iterable[str] = (),
-    allow: Callable[[KnowledgeEntry], bool] | None = None,
+    allow: Callable[[KnowledgeEntry], object] | None = None,
     *,
     vectors: VectorIndex | None = None,
     embedder: Embedder | None = None,
@@ -164,6 +187,8 @@ def retrieve(
 ) -> Selection:
     """Select, rank, gate and expand the entries one turn needs (stages A–K above).
 
+    ``allow(entry)`` is the host's predicate (only ``True`` allows; see
+    :mod:`groundwire.access.authorize`); its failures are in ``authorization_errors``.
     ``hybrid`` overrides ``config.hybrid`` for this call; dense and hybrid modes need
     ``vectors`` (a :class:`VectorIndex` of ``kb``) and the ``embedder`` that built them
     (or a ``query_vector``).
@@ -171,61 +196,75 @@ def retrieve(
     _check_request(request)
     settings = config.hybrid if hybrid is None else hybrid
     query, truncated = truncate_query(request.query, config.max_query_chars)
-    analyzer = kb.analyzer
+    eligible = turn_eligibility(  # D: once, before any top-k of any channel
+        kb,
+        Filter.of(request.principal, request.scope, blocked_domains),
+        allow,
+        timeout_ms=config.authorize_timeout_ms,
+    )
+    pool, mask = eligible.pool, eligible.pool_mask  # the tenant's statistics pool
+    analyzer = pool.analyzer
     query_terms = analyzer.tokens(query)  # A
     segments = lexical_segments(query, request.recent_turns, config)  # C
-    lexical_ids = kb.query_ids([analyzer.tokens(segment) for segment in segments])
-    mask = kb.eligibility(request.scope, blocked_domains, allow)  # D
+    lexical_ids = pool.query_ids([analyzer.tokens(segment) for segment in segments])
     report: HybridReport | None = None
     if settings.mode != "lexical" or settings.reranker is not None:  # E-G by channels
         ranked, report = channel_candidates(
-            kb,
+            pool,
             query,
             query_terms,
             lexical_ids,
             mask,
             config,
             settings,
-            lexical=lambda: _lexical_candidates(kb, query_terms, lexical_ids, mask, config),
-            vectors=vectors,
+            lexical=lambda: _lexical_candidates(pool, query_terms, lexical_ids, mask, config),
+            vectors=None if vectors is None else subset_vectors(kb, pool, vectors),
             embedder=embedder,
             query_vector=query_vector,
         )
     else:
-        ranked = _lexical_candidates(kb, query_terms, lexical_ids, mask, config)
+        ranked = _lexical_candidates(pool, query_terms, lexical_ids, mask, config)
     candidates, primary, evidence = _gate(  # H: the relevance gate
-        kb, query, segments[1:], ranked, mask, config
+        pool, query, segments[1:], ranked, mask, config
     )
     fixed = candidates[: config.result_limit]
-    expanded = _expand(kb, fixed, mask, config.relation_limit)  # I
+    expanded = _expand(pool, fixed, eligible, config.relation_limit)  # I
     if evidence is not None:  # the gate only removes: links of kept entries it would add
         within = {item.entry.id for item in fixed} | {entry.id for entry in expanded}
-        linked = [e for e in _expand(kb, primary, mask, len(kb)) if e.id in within]
-        expanded = _relevant_links(kb, linked, evidence, config)
+        linked = [e for e in _expand(pool, primary, eligible, len(pool)) if e.id in within]
+        expanded = _relevant_links(pool, linked, evidence, config)
     hint, outranked = ScopeHint(), False
     if request.scope is not None:  # K
-        unscoped = kb.eligibility(None, blocked_domains, allow)
+        unscoped = eligible.pool_unscoped  # same labels and predicate, any integration
         if bool((unscoped & ~mask).any()):
-            wider = _lexical_candidates(kb, query_terms, lexical_ids, unscoped, config)
-            kept = _gate(kb, query, segments[1:], wider, unscoped, config)[1]
-            hint = _scope_hint(kept, mask, kb)
+            wider = _lexical_candidates(pool, query_terms, lexical_ids, unscoped, config)
+            kept = _gate(pool, query, segments[1:], wider, unscoped, config)[1]
+            hint = _scope_hint(kept, mask, pool)
             # An out-of-scope entry the gate ranks first: the answer may lie outside.
-            outranked = bool(kept) and not kb.is_eligible(kept[0].entry.id, mask)
+            outranked = bool(kept) and not pool.is_eligible(kept[0].entry.id, mask)
     if config.gate == "off":  # J
         confidence = classify_confidence(candidates)
     else:
         confidence = gated_confidence(primary, config.relevance, outranked=outranked)
+    cut = {id(item): _cut(item, eligible) for item in candidates}  # returned: links cut
     return Selection(
-        primary,
+        tuple(cut[id(item)] for item in primary),
         expanded,
         len(candidates),
         confidence,
         channels=report,
-        candidates=candidates,
+        candidates=tuple(cut.values()),
         query=query,
         truncated_query=truncated,
         scope_hint=hint,
+        authorization_errors=eligible.authorization_errors,
     )
+
+
+def _cut(item: ScoredEntry, eligible: Eligibility) -> ScoredEntry:
+    """A returned candidate whose entry names only ids this request may see."""
+    entry = eligible.scrub(item.entry)
+    return item if entry is item.entry else replace(item, entry=entry)
 
 
 def _lexical_candidates(
@@ -324,19 +363,22 @@ def _scope_hint(kept: Sequence[ScoredEntry], mask: MaskArray, kb: KnowledgeBase)
 
 
 def _expand(
-    kb: KnowledgeBase, primary: Sequence[ScoredEntry], mask: MaskArray, limit: int
+    kb: KnowledgeBase, primary: Sequence[ScoredEntry], eligible: Eligibility, limit: int
 ) -> tuple[KnowledgeEntry, ...]:
-    """Related and parent entries of the primary selection, in order, authorized again."""
+    """Related and parent entries of the primary selection, in order, each checked again
+    against the turn's eligibility (mask and filter) and with its own links cut."""
     seen = {item.entry.id for item in primary}
     expanded: list[KnowledgeEntry] = []
     for item in primary:
         for related_id in kb.related(item.entry.id):
             if len(expanded) >= limit:
                 return tuple(expanded)
-            if related_id in seen or not kb.is_eligible(related_id, mask):
+            if related_id in seen or not eligible.visible(related_id):
+                continue
+            if not eligible.allows(related_id):  # the record itself, checked again
                 continue
             seen.add(related_id)
             entry = kb.get(related_id)
             if entry is not None:
-                expanded.append(entry)
+                expanded.append(eligible.scrub(entry))
     return tuple(expanded)

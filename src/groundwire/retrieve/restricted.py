@@ -15,7 +15,7 @@ import numpy as np
 
 from groundwire.index.lexical import FloatArray, IntArray, LexicalIndex, MaskArray, idf
 
-__all__ = ["restricted_scores"]
+__all__ = ["restricted_noise", "restricted_scores"]
 
 
 def _merge_parts(parts: list[tuple[IntArray, FloatArray]]) -> tuple[IntArray, FloatArray]:
@@ -93,3 +93,59 @@ def restricted_scores(index: LexicalIndex, terms: Sequence[str], allowed: MaskAr
         for _ in range(count):  # a repeated term counts once per occurrence, as precomputed
             out[docs] += values
     return out
+
+
+def restricted_noise(index: LexicalIndex, allowed: MaskArray, quantile: float) -> float:
+    """The relevance gate's noise level (:func:`~groundwire.retrieve.gate.noise_level`: the
+    ``quantile`` of the best score each indexed term earns one document) as if only
+    ``allowed`` documents had been indexed, so what a request may not see moves no cut.
+
+    One vectorized pass over every field's postings, as the build scores them.
+    """
+    n_terms = len(index.vocabulary)  # single terms only (term pairs follow them)
+    kept = index.lengths[:, allowed]
+    field_docs = (kept > 0).sum(axis=1).astype(np.int64)
+    totals = kept.sum(axis=1, dtype=np.int64)
+    avg = np.divide(
+        totals, field_docs, out=np.ones(len(totals), dtype=np.float64), where=field_docs > 0
+    )
+    k1, b, width = index.k1, index.b, max(index.doc_count, 1)
+    keys: list[IntArray] = []
+    values: list[FloatArray] = []
+    for f, post in enumerate(index.field_postings):
+        weight = index.weights[f]
+        if weight == 0.0 or post.docs.size == 0:
+            continue
+        single = int(post.indptr[min(n_terms, len(post.indptr) - 1)])
+        term_of = np.repeat(
+            np.arange(len(post.indptr) - 1, dtype=np.int64), np.diff(post.indptr)
+        )[:single]
+        docs, tf = post.docs[:single], post.tf[:single].astype(np.float64)
+        keep = allowed[docs]
+        term_of, docs, tf = term_of[keep], docs[keep], tf[keep]
+        norm = 1.0 - b + b * index.lengths[f][docs].astype(np.float64) / avg[f]
+        if index.scoring == "bm25f":
+            values.append(weight * tf / norm)
+        else:
+            df = np.bincount(term_of, minlength=n_terms).astype(np.float64)
+            values.append(
+                weight * idf(float(field_docs[f]), df)[term_of] * tf * (k1 + 1) / (tf + k1 * norm)
+            )
+        keys.append(term_of * width + docs)
+    if not keys or not np.concatenate(keys).size:
+        return 0.0
+    key = np.concatenate(keys)
+    value = np.concatenate(values)
+    order = np.argsort(key, kind="stable")
+    key, value = key[order], value[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    pair_key, summed = key[starts], np.add.reduceat(value, starts)
+    owner = pair_key // width
+    if index.scoring == "bm25f":
+        n_docs = int(np.count_nonzero(allowed))
+        df = np.bincount(owner, minlength=n_terms).astype(np.float64)
+        summed = idf(float(n_docs), df)[owner] * summed * (k1 + 1) / (summed + k1)
+    term_starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    best = np.maximum.reduceat(summed, term_starts)
+    at = int(quantile * (best.shape[0] - 1))  # the lower of the two nearest ranks
+    return float(np.partition(best, at)[at])

@@ -1,0 +1,198 @@
+"""One turn's eligibility: what this request may see, computed once, before any top-k.
+
+:func:`turn_eligibility` evaluates a :class:`~groundwire.Filter` and the host's predicate
+over a knowledge base, in this order:
+
+1. status, blocked domains and integrations: the knowledge base's cached masks;
+2. tenant, ACL and ``where``: the label index (:func:`~groundwire.index.scoped.label_index`);
+3. the host predicate ``allow(entry)`` on the entries still eligible, failing closed
+   (:mod:`groundwire.access.authorize`), with the optional deadline.
+
+The :class:`Eligibility` it returns is the one answer every channel of the turn uses.
+The pipeline ranks on ``pool`` (the tenant's statistics pool, below) under
+``pool_mask``: the lexical and phrase channels, the dense channel over the pool's rows
+of the vectors (:func:`~groundwire.index.scoped.subset_vectors`) and the reranker's
+candidates all see only eligible entries before their top-k. ``mask`` covers the whole
+snapshot's positions: expansion checks links against it (and every added entry again
+on its record, :meth:`Eligibility.allows`), as will stores that index the whole
+snapshot.
+
+**Statistics isolation between tenants.** Lexical scores come from a statistics pool
+per tenant (:func:`tenant_pool`): that tenant's entries plus the shared ones (no tenant
+label), indexed on their own. Another tenant's entries change no score — document
+frequencies, lengths, phrase keys — so a tenant cannot learn another's vocabulary
+through scores. Within a tenant, entries hidden by ACL, status, domain, scope or the
+predicate take no slot but do count in the tenant's statistics (the same trade-off as a
+search engine's document-level security). A principal that needs even that isolated uses
+``kb.reader(principal)``, whose view is a knowledge base of its visible entries only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from groundwire.access.authorize import authorize_mask, check_callback
+from groundwire.access.filters import admits
+from groundwire.config import TENANT_POOL_LIMIT, TENANT_POOL_SNAPSHOTS
+from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.index.lexical import IntArray, MaskArray
+from groundwire.index.scoped import entry_name, label_index, scrub_links, subset
+from groundwire.model import Filter, KnowledgeEntry, Scope
+
+__all__ = ["Eligibility", "tenant_pool", "turn_eligibility", "warm_tenant_pools"]
+
+
+@dataclass(frozen=True, slots=True)
+class Eligibility:
+    """What one request may see, as masks, and the statistics pool lexical ranking uses.
+
+    ``mask`` covers ``kb``'s positions; ``pool`` is ``kb`` or its tenant's pool, whose
+    positions ``pool_mask`` covers (``pool_positions[i]`` is the ``kb`` position of
+    pool entry ``i``; None when the pool is ``kb``). ``unscoped`` and ``pool_unscoped``
+    are the same without the integration scope (labels, domains and predicate still
+    apply). ``authorization_errors`` lists the predicate's failures (counts per kind, no
+    ids).
+    """
+
+    kb: KnowledgeBase
+    filter: Filter
+    mask: MaskArray
+    pool: KnowledgeBase
+    pool_mask: MaskArray
+    pool_positions: IntArray | None
+    unscoped: MaskArray
+    pool_unscoped: MaskArray
+    authorization_errors: tuple[str, ...] = ()
+    seen: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+
+    def allows(self, entry_id: str) -> bool:
+        """Whether ``entry_id`` is eligible: in the mask, and its record passes the filter
+        (checked again on the record itself, as after relationship expansion)."""
+        if not self.visible(entry_id):
+            return False
+        doc = self.kb.position(entry_id)
+        assert doc is not None
+        return admits(self.filter, self.kb.entry(doc))
+
+    def visible(self, entry_id: str) -> bool:
+        """Whether ``entry_id`` is in the mask (the cheap check; :meth:`allows` also
+        re-reads the record). Remembered for the turn: linked ids repeat."""
+        known = self.seen.get(entry_id)
+        if known is None:
+            doc = self.kb.position(entry_id)
+            known = self.seen[entry_id] = doc is not None and bool(self.mask[doc])
+        return known
+
+    def scrub(self, entry: KnowledgeEntry) -> KnowledgeEntry:
+        """``entry`` with ``related``/``parent`` cut to ids this request may see."""
+        if not entry.related and entry.parent is None:
+            return entry
+        return scrub_links(entry, self.visible)
+
+
+# -- tenant statistics pools -------------------------------------------------------------------
+Pool = tuple[KnowledgeBase, IntArray | None]
+# Per snapshot (the few most recent, each entry holding its snapshot so an id is never
+# reused while cached): tenant -> pool, most recently used last.
+_pools: OrderedDict[int, tuple[KnowledgeBase, OrderedDict[str | None, Pool]]] = OrderedDict()
+_pools_lock = threading.Lock()
+_building: dict[tuple[int, str | None], threading.Lock] = {}
+
+
+def _cached(kb: KnowledgeBase, tenant: str | None) -> Pool | None:
+    """The cached pool, marked recently used; call with ``_pools_lock`` held."""
+    held = _pools.get(id(kb))
+    if held is None or held[0] is not kb or tenant not in held[1]:
+        return None
+    _pools.move_to_end(id(kb))
+    held[1].move_to_end(tenant)
+    return held[1][tenant]
+
+
+def tenant_pool(kb: KnowledgeBase, tenant: str | None) -> Pool:
+    """The statistics pool of ``tenant`` in ``kb`` and its entries' ``kb`` positions.
+
+    The pool holds the tenant's entries plus the shared ones; it is ``kb`` itself (and the
+    positions None) when that is every entry, as in a knowledge base without tenant
+    labels. Built once per (snapshot, tenant); :data:`TENANT_POOL_LIMIT` pools are kept
+    per snapshot for the :data:`TENANT_POOL_SNAPSHOTS` most recent snapshots; concurrent
+    turns of one tenant build it once.
+    """
+    key = (id(kb), tenant)
+    with _pools_lock:
+        found = _cached(kb, tenant)
+        if found is not None:
+            return found
+        building = _building.setdefault(key, threading.Lock())
+    with building:
+        with _pools_lock:  # another turn may have built it while this one waited
+            found = _cached(kb, tenant)
+            if found is not None:
+                return found
+        keep = label_index(kb).tenant_mask(tenant)
+        pool = subset(kb, keep)
+        built: Pool = (pool, None if pool is kb else np.flatnonzero(keep).astype(np.int64))
+        with _pools_lock:
+            held = _pools.get(id(kb))
+            if held is None or held[0] is not kb:
+                held = _pools[id(kb)] = (kb, OrderedDict())
+            _pools.move_to_end(id(kb))
+            held[1][tenant] = built
+            while len(held[1]) > TENANT_POOL_LIMIT:
+                held[1].popitem(last=False)
+            while len(_pools) > TENANT_POOL_SNAPSHOTS:
+                _pools.popitem(last=False)
+            _building.pop(key, None)
+    return built
+
+
+def warm_tenant_pools(kb: KnowledgeBase) -> None:
+    """Build the pools of ``kb``'s tenants (and the anonymous one) ahead of the first turns."""
+    for tenant in (None, *label_index(kb).tenants[: TENANT_POOL_LIMIT - 1]):
+        tenant_pool(kb, tenant)
+
+
+# -- the turn ----------------------------------------------------------------------------------
+def turn_eligibility(
+    kb: KnowledgeBase,
+    flt: Filter,
+    allow: Callable[[KnowledgeEntry], object] | None = None,
+    *,
+    timeout_ms: int | None = None,
+) -> Eligibility:
+    """The eligibility of one request (see the module docstring); computed once per turn.
+
+    The predicate is asked about every entry eligible but for the integration scope, so
+    that the unscoped view (the scope hint's) holds the same answers without asking twice.
+    """
+    check_callback(allow, "allow")
+    blocked = tuple(sorted(flt.blocked_domains))
+    unscoped = kb.eligibility(None, blocked) & label_index(kb).mask(flt)
+    errors: tuple[str, ...] = ()
+    if allow is not None:
+        unscoped, verdicts = authorize_mask(
+            unscoped,
+            kb.entry,
+            allow,
+            option="allow",
+            noun="entry",
+            timeout_ms=timeout_ms,
+            describe=entry_name,
+        )
+        errors = verdicts.errors
+    mask = unscoped
+    if flt.integrations is not None:
+        mask = unscoped & kb.eligibility(Scope(tuple(sorted(flt.integrations))), ())
+    unscoped.flags.writeable = False
+    mask.flags.writeable = False
+    pool, positions = tenant_pool(kb, flt.tenant)
+    if positions is None:
+        return Eligibility(kb, flt, mask, pool, mask, None, unscoped, unscoped, errors)
+    return Eligibility(
+        kb, flt, mask, pool, mask[positions], positions, unscoped, unscoped[positions], errors
+    )
