@@ -247,6 +247,9 @@ TENANT_POOL_LIMIT: Final = 128
 #: Snapshots whose tenant pools are kept: the serving one and a few just swapped out
 #: (turns still running on them), so replaced snapshots are freed soon after a rebuild.
 TENANT_POOL_SNAPSHOTS: Final = 4
+#: Bytes of per-request eligibility masks remembered per snapshot (four booleans per entry
+#: and request view): repeated turns of one view skip the mask work, bounded in memory.
+ELIGIBILITY_CACHE_BYTES: Final = 64 * 1024 * 1024
 #: No deadline of its own for host authorization callbacks: the turn's timeout bounds them.
 DEFAULT_AUTHORIZE_TIMEOUT_MS: Final = None
 #: Longest idempotency key, approval or evidence reference: keys and refs, never payloads.

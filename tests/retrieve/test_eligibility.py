@@ -252,3 +252,21 @@ def test_the_evidence_gates_noise_level_ignores_what_the_request_may_not_see() -
             assert restricted_noise(kb.lexical, allowed, quantile) == pytest.approx(
                 noise_level(alone, quantile), rel=1e-12
             )
+
+
+def test_a_views_masks_are_reused_but_a_predicate_is_asked_every_turn() -> None:
+    kb = build(*ACME_ENTRIES, *BETA_ENTRIES[:3])
+    flt = gw.Filter.of(ACME, gw.Scope(), ())
+    first, again = turn_eligibility(kb, flt), turn_eligibility(kb, flt)
+    assert first is again  # no predicate: the masks depend on the filter alone
+    asked: list[str] = []
+
+    def allow(entry: gw.KnowledgeEntry) -> bool:
+        asked.append(entry.id)
+        return entry.id != "acme.tokens"
+
+    one, two = turn_eligibility(kb, flt, allow), turn_eligibility(kb, flt, allow)
+    assert one is not two
+    assert len(asked) == 6  # three eligible entries, asked on each of the two turns
+    assert not one.visible("acme.tokens")
+    assert first.visible("acme.tokens")

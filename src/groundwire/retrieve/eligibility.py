@@ -38,7 +38,11 @@ import numpy as np
 
 from groundwire.access.authorize import authorize_mask, check_callback
 from groundwire.access.filters import admits
-from groundwire.config import TENANT_POOL_LIMIT, TENANT_POOL_SNAPSHOTS
+from groundwire.config import (
+    ELIGIBILITY_CACHE_BYTES,
+    TENANT_POOL_LIMIT,
+    TENANT_POOL_SNAPSHOTS,
+)
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import IntArray, MaskArray
 from groundwire.index.scoped import entry_name, label_index, scrub_links, subset
@@ -68,7 +72,12 @@ class Eligibility:
     unscoped: MaskArray
     pool_unscoped: MaskArray
     authorization_errors: tuple[str, ...] = ()
+    #: Memos of :meth:`visible` and :meth:`scrub` under ``mask``: shared by every turn
+    #: with the same masks (no predicate), so links are checked once per snapshot view.
     seen: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    cuts: dict[str, tuple[KnowledgeEntry, KnowledgeEntry]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def allows(self, entry_id: str) -> bool:
         """Whether ``entry_id`` is eligible: in the mask, and its record passes the filter
@@ -92,7 +101,12 @@ class Eligibility:
         """``entry`` with ``related``/``parent`` cut to ids this request may see."""
         if not entry.related and entry.parent is None:
             return entry
-        return scrub_links(entry, self.visible)
+        known = self.cuts.get(entry.id)
+        if known is not None and known[0] is entry:
+            return known[1]
+        cut = scrub_links(entry, self.visible)
+        self.cuts[entry.id] = (entry, cut)
+        return cut
 
 
 # -- tenant statistics pools -------------------------------------------------------------------
@@ -171,6 +185,45 @@ def turn_eligibility(
     that the unscoped view (the scope hint's) holds the same answers without asking twice.
     """
     check_callback(allow, "allow")
+    if allow is None:  # the masks depend on the filter alone: computed once per snapshot
+        with _views_lock:
+            held = _views.get(id(kb))
+            view = held[1].get(flt) if held is not None and held[0] is kb else None
+            if view is not None:
+                _views.move_to_end(id(kb))
+                return view
+        view = _evaluate(kb, flt, None, timeout_ms)
+        with _views_lock:
+            held = _views.get(id(kb))
+            if held is None or held[0] is not kb:
+                held = _views[id(kb)] = (kb, OrderedDict())
+            _views.move_to_end(id(kb))
+            held[1][flt] = view
+            limit = max(4, min(_VIEW_LIMIT, ELIGIBILITY_CACHE_BYTES // max(1, 4 * len(kb))))
+            while len(held[1]) > limit:
+                held[1].popitem(last=False)
+            while len(_views) > TENANT_POOL_SNAPSHOTS:
+                _views.popitem(last=False)
+        return view
+    return _evaluate(kb, flt, allow, timeout_ms)
+
+
+# Per snapshot (as many as keep tenant pools): filter -> its eligibility when no predicate
+# is involved, so the masks and the link memos are reused turn after turn.
+_views: OrderedDict[int, tuple[KnowledgeBase, OrderedDict[Filter, Eligibility]]]
+_views = OrderedDict()
+_views_lock = threading.Lock()
+#: Filters (principal views x scopes x blocked domains) remembered per snapshot, at most
+#: (fewer for large snapshots: ELIGIBILITY_CACHE_BYTES bounds their masks).
+_VIEW_LIMIT = 256
+
+
+def _evaluate(
+    kb: KnowledgeBase,
+    flt: Filter,
+    allow: Callable[[KnowledgeEntry], object] | None,
+    timeout_ms: int | None,
+) -> Eligibility:
     blocked = tuple(sorted(flt.blocked_domains))
     unscoped = kb.eligibility(None, blocked) & label_index(kb).mask(flt)
     errors: tuple[str, ...] = ()
