@@ -230,7 +230,7 @@ def test_pools_of_replaced_snapshots_are_let_go() -> None:
     snapshots = [build(*ACME_ENTRIES, entry(f"v{n}", "version", tenant="acme")) for n in range(6)]
     for kb in snapshots:
         tenant_pool(kb, "acme")
-    held = [kb for kb, _ in eligibility._pools.values()]
+    held = eligibility._pools.snapshots()
     assert len(held) <= TENANT_POOL_SNAPSHOTS
     assert snapshots[0] not in held
     assert snapshots[-1] in held

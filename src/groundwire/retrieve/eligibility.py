@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -109,23 +110,53 @@ class Eligibility:
         return cut
 
 
+# -- per-snapshot memory ----------------------------------------------------------------------
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+class _PerSnapshot(Generic[_K, _V]):
+    """Values per (snapshot, key), least recently used dropped, for the
+    :data:`TENANT_POOL_SNAPSHOTS` most recent snapshots (so a rebuild frees the old one).
+    Each snapshot's entry holds the snapshot: its id is never reused while cached."""
+
+    def __init__(self, limit: Callable[[KnowledgeBase], int]) -> None:
+        self._limit = limit
+        self._held: OrderedDict[int, tuple[KnowledgeBase, OrderedDict[_K, _V]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, kb: KnowledgeBase, key: _K) -> _V | None:
+        with self._lock:
+            held = self._held.get(id(kb))
+            if held is None or held[0] is not kb or key not in held[1]:
+                return None
+            self._held.move_to_end(id(kb))
+            held[1].move_to_end(key)
+            return held[1][key]
+
+    def put(self, kb: KnowledgeBase, key: _K, value: _V) -> None:
+        with self._lock:
+            held = self._held.get(id(kb))
+            if held is None or held[0] is not kb:
+                held = self._held[id(kb)] = (kb, OrderedDict())
+            self._held.move_to_end(id(kb))
+            held[1][key] = value
+            while len(held[1]) > self._limit(kb):
+                held[1].popitem(last=False)
+            while len(self._held) > TENANT_POOL_SNAPSHOTS:
+                self._held.popitem(last=False)
+
+    def snapshots(self) -> list[KnowledgeBase]:
+        """The snapshots held, oldest first."""
+        with self._lock:
+            return [kb for kb, _ in self._held.values()]
+
+
 # -- tenant statistics pools -------------------------------------------------------------------
 Pool = tuple[KnowledgeBase, IntArray | None]
-# Per snapshot (the few most recent, each entry holding its snapshot so an id is never
-# reused while cached): tenant -> pool, most recently used last.
-_pools: OrderedDict[int, tuple[KnowledgeBase, OrderedDict[str | None, Pool]]] = OrderedDict()
-_pools_lock = threading.Lock()
+_pools: _PerSnapshot[str | None, Pool] = _PerSnapshot(lambda kb: TENANT_POOL_LIMIT)
 _building: dict[tuple[int, str | None], threading.Lock] = {}
-
-
-def _cached(kb: KnowledgeBase, tenant: str | None) -> Pool | None:
-    """The cached pool, marked recently used; call with ``_pools_lock`` held."""
-    held = _pools.get(id(kb))
-    if held is None or held[0] is not kb or tenant not in held[1]:
-        return None
-    _pools.move_to_end(id(kb))
-    held[1].move_to_end(tenant)
-    return held[1][tenant]
+_building_lock = threading.Lock()
 
 
 def tenant_pool(kb: KnowledgeBase, tenant: str | None) -> Pool:
@@ -137,30 +168,21 @@ def tenant_pool(kb: KnowledgeBase, tenant: str | None) -> Pool:
     per snapshot for the :data:`TENANT_POOL_SNAPSHOTS` most recent snapshots; concurrent
     turns of one tenant build it once.
     """
+    found = _pools.get(kb, tenant)
+    if found is not None:
+        return found
     key = (id(kb), tenant)
-    with _pools_lock:
-        found = _cached(kb, tenant)
-        if found is not None:
-            return found
+    with _building_lock:
         building = _building.setdefault(key, threading.Lock())
     with building:
-        with _pools_lock:  # another turn may have built it while this one waited
-            found = _cached(kb, tenant)
-            if found is not None:
-                return found
+        found = _pools.get(kb, tenant)  # another turn may have built it while this one waited
+        if found is not None:
+            return found
         keep = label_index(kb).tenant_mask(tenant)
         pool = subset(kb, keep)
         built: Pool = (pool, None if pool is kb else np.flatnonzero(keep).astype(np.int64))
-        with _pools_lock:
-            held = _pools.get(id(kb))
-            if held is None or held[0] is not kb:
-                held = _pools[id(kb)] = (kb, OrderedDict())
-            _pools.move_to_end(id(kb))
-            held[1][tenant] = built
-            while len(held[1]) > TENANT_POOL_LIMIT:
-                held[1].popitem(last=False)
-            while len(_pools) > TENANT_POOL_SNAPSHOTS:
-                _pools.popitem(last=False)
+        _pools.put(kb, tenant, built)
+        with _building_lock:
             _building.pop(key, None)
     return built
 
@@ -186,36 +208,22 @@ def turn_eligibility(
     """
     check_callback(allow, "allow")
     if allow is None:  # the masks depend on the filter alone: computed once per snapshot
-        with _views_lock:
-            held = _views.get(id(kb))
-            view = held[1].get(flt) if held is not None and held[0] is kb else None
-            if view is not None:
-                _views.move_to_end(id(kb))
-                return view
-        view = _evaluate(kb, flt, None, timeout_ms)
-        with _views_lock:
-            held = _views.get(id(kb))
-            if held is None or held[0] is not kb:
-                held = _views[id(kb)] = (kb, OrderedDict())
-            _views.move_to_end(id(kb))
-            held[1][flt] = view
-            limit = max(4, min(_VIEW_LIMIT, ELIGIBILITY_CACHE_BYTES // max(1, 4 * len(kb))))
-            while len(held[1]) > limit:
-                held[1].popitem(last=False)
-            while len(_views) > TENANT_POOL_SNAPSHOTS:
-                _views.popitem(last=False)
+        view = _views.get(kb, flt)
+        if view is None:
+            view = _evaluate(kb, flt, None, timeout_ms)
+            _views.put(kb, flt, view)
         return view
     return _evaluate(kb, flt, allow, timeout_ms)
 
 
-# Per snapshot (as many as keep tenant pools): filter -> its eligibility when no predicate
-# is involved, so the masks and the link memos are reused turn after turn.
-_views: OrderedDict[int, tuple[KnowledgeBase, OrderedDict[Filter, Eligibility]]]
-_views = OrderedDict()
-_views_lock = threading.Lock()
 #: Filters (principal views x scopes x blocked domains) remembered per snapshot, at most
 #: (fewer for large snapshots: ELIGIBILITY_CACHE_BYTES bounds their masks).
 _VIEW_LIMIT = 256
+# filter -> its eligibility when no predicate is involved, so the masks and the link memos
+# are reused turn after turn.
+_views: _PerSnapshot[Filter, Eligibility] = _PerSnapshot(
+    lambda kb: max(4, min(_VIEW_LIMIT, ELIGIBILITY_CACHE_BYTES // max(1, 4 * len(kb))))
+)
 
 
 def _evaluate(
