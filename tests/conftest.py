@@ -81,6 +81,10 @@ MEMORY_HELPERS = load_by_path("memory_helpers", ROOT / "tests" / "memory" / "mem
 FAKE_SERVERS = load_by_path("fake_servers", ROOT / "tests" / "llm" / "fake_servers.py")
 
 
+#: A raw-socket HTTP server on 127.0.0.1 that misbehaves on purpose (tests/ingest/).
+HOSTILE = load_by_path("hostile_server", ROOT / "tests" / "ingest" / "hostile_server.py")
+
+
 @pytest.fixture
 def fake_servers_module() -> ModuleType:
     """The fake_servers module: Reply, ToolCallSpec, FakeLLMServer, WAIT_LIMIT_S."""

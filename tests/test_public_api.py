@@ -167,6 +167,7 @@ EXPECTED = [
     "execute_mutation",
     "export_onnx",
     "fetch_url",
+    "find_secret",
     "generate_with_files",
     "get_or_build",
     "label_chunks",

@@ -151,6 +151,9 @@ MAX_SOURCE_FILE_BYTES: Final = 32 * 1024 * 1024
 MAX_ENTRIES: Final = 2_000_000
 #: Longest text accepted in one entry field.
 MAX_FIELD_CHARS: Final = 2_000_000
+#: Deepest nesting of lists/mappings parsed from JSON or YAML: real data stays far below;
+#: thousands of levels crash recursive parsers and every consumer of the data.
+MAX_NESTING_DEPTH: Final = 100
 
 # --- Documents: loaders, URL fetcher, chunking, repository corpus ---------------------------
 #: Largest document file read: a long manual or PDF fits; bigger is a dump or a binary.
@@ -174,6 +177,10 @@ DEFAULT_FETCH_TIMEOUT: Final = 30.0
 DEFAULT_FETCH_MAX_BYTES: Final = MAX_DOCUMENT_BYTES
 #: Redirects a fetch follows: enough for http→https and a moved page, not a loop.
 DEFAULT_MAX_REDIRECTS: Final = 5
+#: Content-Encoding layers a fetch undoes: servers send one; a deep stack is an attack.
+MAX_CONTENT_ENCODINGS: Final = 4
+#: Bytes one decompression step may produce: keeps a compression bomb's memory tiny.
+FETCH_DECODE_STEP_BYTES: Final = 64 * 1024
 #: Chunk size in code points: ~400 tokens, so several excerpts fit one context budget.
 DEFAULT_CHUNK_SIZE: Final = 1_600
 #: Code points shared by consecutive chunks of one split section, so no sentence is lost.
@@ -357,6 +364,9 @@ DEFAULT_RETRY_MAX_S: Final = 8.0
 DEFAULT_RETRY_JITTER_S: Final = 0.5
 #: Most attempts a RetryPolicy accepts: past this, retries hide an outage instead of a blip.
 MAX_RETRY_ATTEMPTS: Final = 20
+#: Longest answer text validate_citations reads: far beyond any model's output limit, and
+#: a bound on the work untrusted model output can cause.
+MAX_CITATION_TEXT_CHARS: Final = 1_000_000
 #: Anthropic's messages API requires max_tokens: 1024 fits a grounded answer with citations.
 DEFAULT_ANTHROPIC_MAX_TOKENS: Final = 1_024
 #: Local OpenAI-compatible servers create_provider knows by name, at their documented ports.

@@ -95,6 +95,12 @@ class _CleanErrors(TyperGroup):
         except typer.Abort:
             echo_error("aborted")
             raise SystemExit(EXIT_DATA) from None
+        except Exception as exc:  # a bug, not bad input: still one line, never a traceback
+            echo_error(
+                f"unexpected {type(exc).__name__}: {exc} (this is a bug in groundwire; "
+                "please report it with the command that caused it)"
+            )
+            raise SystemExit(EXIT_DATA) from None
         finally:
             library_log.removeHandler(_LOG_HANDLER)
         raise SystemExit(result if isinstance(result, int) else EXIT_OK)

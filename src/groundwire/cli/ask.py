@@ -55,6 +55,7 @@ _ASK_SYSTEM = (
 _REJECTIONS = {
     "no-citation": "it cites none of the returned evidence",
     "invalid-citation": "it cites ids outside the returned evidence",
+    "unchecked-text": "it is too long for its citations to be checked",
 }
 QuestionArg = Annotated[
     str, typer.Argument(metavar="QUESTION", help="The question to answer from KB.")

@@ -15,10 +15,15 @@ from groundwire import (
     ChunkingConfig,
     IndexSettings,
     KnowledgeBase,
+    LoadedDocument,
+    LoadResult,
     SkippedSource,
+    SourceError,
     ValidationFailedError,
     VectorIndex,
     chunks_to_documents,
+    fetch_url,
+    find_secret,
     load_documents,
     normalize_and_validate,
 )
@@ -151,14 +156,41 @@ def index(
 
 
 DocumentsArg = Annotated[
-    list[Path],
+    list[str],
     typer.Argument(
-        metavar="PATH...",
-        help="Documents to ingest together: files, and folders walked recursively "
-        "(Markdown/MDX, HTML, JSON, LaTeX, text, CSV/YAML/XML, source code, PDF).",
+        metavar="PATH_OR_URL...",
+        help="Documents to ingest together: files, folders walked recursively "
+        "(Markdown/MDX, HTML, JSON, LaTeX, text, CSV/YAML/XML, source code, PDF), and "
+        "http(s):// URLs of pages, fetched with the URL fetcher's guards.",
         show_default=False,
     ),
 ]
+_URL_SCHEMES = ("http://", "https://")
+
+
+def _fetch_all(
+    urls: Sequence[str], allow_private: bool, on_done: Any
+) -> tuple[list[LoadedDocument], list[SkippedSource], int]:
+    """Fetch each URL; a URL that fails or carries a secret is skipped with the reason."""
+    documents: list[LoadedDocument] = []
+    skipped: list[SkippedSource] = []
+    total = 0
+    for url in urls:
+        try:
+            document = fetch_url(url, block_private_addresses=not allow_private)
+        except SourceError as exc:
+            skipped.append(SkippedSource(url, str(exc).removeprefix(f"{url}: ")))
+        else:
+            reason = find_secret(b"", document.text)
+            if reason is not None:
+                skipped.append(SkippedSource(url, reason))
+            elif not document.text.strip():
+                skipped.append(SkippedSource(url, "no text after extraction"))
+            else:
+                documents.append(document)
+                total += len(document.text.encode("utf-8"))
+        on_done()
+    return documents, skipped, total
 _CHUNKING = ChunkingConfig()
 
 
@@ -218,6 +250,22 @@ def ingest(
     cache: CacheOpt = None,
     allow_remote: AllowRemoteOpt = False,
     access: AccessOpt = None,
+    no_gitignore: Annotated[
+        bool,
+        typer.Option(
+            "--no-gitignore",
+            help="Also ingest files git ignores (by default a file .gitignore excludes is "
+            "skipped when PATH is inside a git work tree), e.g. generated docs.",
+        ),
+    ] = False,
+    allow_private_addresses: Annotated[
+        bool,
+        typer.Option(
+            "--allow-private-addresses",
+            help="Fetch URLs whose host is a loopback, private or link-local address "
+            "(refused by default). Only for hosts you trust.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Load, chunk and index documents once, and save the snapshot to DIR.
@@ -226,24 +274,36 @@ def ingest(
     reason. 'groundwire ground DIR' and 'groundwire search DIR' then answer from it.
     Nothing is written when no document could be loaded. With --access, every chunk
     carries the tenant and ACL labels of the first matching rule (saved in the snapshot).
+    Files or pages that carry a secret (a private key, a URL with a password, a service
+    token) are always skipped.
     """
     config = ChunkingConfig(size=chunk_size, overlap=chunk_overlap)
     load_policy(access)  # a bad policy is reported before any document is read
+    urls = [item for item in paths if item.lower().startswith(_URL_SCHEMES)]
+    files_given = [Path(item) for item in paths if not item.lower().startswith(_URL_SCHEMES)]
     with progress_display(not as_json) as progress:
         reading = progress.add_task("loading", total=None)
 
         def loaded(done: int, total: int) -> None:
-            progress.update(reading, completed=done, total=total)
+            progress.update(reading, completed=done, total=total + len(urls))
 
         started = time.perf_counter()
-        warn_entry_files(paths)
-        result = load_documents(paths, progress=loaded)
-        documents = without_policy(paths, result.documents, access)
+        warn_entry_files(files_given)
+        result = (
+            load_documents(files_given, progress=loaded, gitignore=not no_gitignore)
+            if files_given
+            else LoadResult((), (), 0)
+        )
+        fetched, fetch_skipped, fetched_bytes = _fetch_all(
+            urls, allow_private_addresses, lambda: progress.advance(reading)
+        )
+        documents = [*without_policy(files_given, result.documents, access), *fetched]
         chunking = progress.add_task("chunking", total=len(documents))
         chunks, files, failed = chunk_all(documents, config, lambda: progress.advance(chunking))
         chunks, refused = labeled_chunks(chunks, access)
         files -= len(refused)
-        skipped = (*result.skipped, *failed, *refused)
+        skipped = (*result.skipped, *fetch_skipped, *failed, *refused)
+        bytes_read = result.bytes_read + fetched_bytes
         if not chunks:
             fail(nothing_to_index(paths, skipped))
         load_seconds = time.perf_counter() - started
@@ -260,7 +320,7 @@ def ingest(
         kb.save(out)
         save_seconds = time.perf_counter() - started
         embedded = _embed(kb, out, embed, cache, allow_remote, progress)
-    summary = _ingest_json(out, files, len(chunks), result.bytes_read, skipped)
+    summary = _ingest_json(out, files, len(chunks), bytes_read, skipped)
     summary.update(embedded)
     summary.update(
         load_seconds=round(load_seconds, 3),
@@ -275,7 +335,7 @@ def ingest(
         facts_table(
             [
                 ("snapshot", summary["path"]),
-                ("files", f"{files:,} ({result.bytes_read:,} bytes)"),
+                ("files", f"{files:,} ({bytes_read:,} bytes)"),
                 ("chunks", f"{len(chunks):,}"),
                 ("skipped", str(len(skipped))),
                 ("terms", f"{summary['terms']:,}"),

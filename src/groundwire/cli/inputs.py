@@ -16,7 +16,6 @@ from groundwire import (
     GroundingConfig,
     GroundingEngine,
     GroundingStatus,
-    GroundwireError,
     KnowledgeBase,
     KnowledgeEntry,
     KnowledgeSource,
@@ -114,9 +113,12 @@ def _has_manifest(folder: Path) -> bool:
 def is_documents(path: Path) -> bool:
     """Whether ``path`` names documents rather than a knowledge base (see docs/CLI.md).
 
-    A missing path is a knowledge base, so it is reported exactly as before.
+    A missing path is a knowledge base, so it is reported exactly as before. A file
+    that is not a regular file (a FIFO, a device) counts by its name like any file, and
+    reading it reports the problem. A folder that looks like a snapshot, even a damaged
+    one (see ``KnowledgeBase.is_snapshot``), is never documents.
     """
-    if path.is_file():
+    if path.exists() and not path.is_dir():
         return path.suffix.lower() not in _SOURCE_FILE_SUFFIXES
     if not path.is_dir():
         return False
@@ -124,8 +126,8 @@ def is_documents(path: Path) -> bool:
         try:  # a cheap look at the first entry; the full load verifies everything
             peek = KnowledgeBase.load(path, verify="manifest")
             return len(peek) > 0 and _is_chunk(peek.entry(0))
-        except GroundwireError:
-            return False  # the knowledge base path reports the damage
+        except Exception:  # any damage at all: the full load, next, reports it in one line
+            return False
     return not _has_manifest(path)
 
 
@@ -145,7 +147,7 @@ def chunk_all(
     return chunks, len(documents) - len(skipped), skipped
 
 
-def nothing_to_index(paths: Sequence[Path], skipped: Sequence[SkippedSource]) -> str:
+def nothing_to_index(paths: Sequence[Path | str], skipped: Sequence[SkippedSource]) -> str:
     where = ", ".join(str(path) for path in paths)
     if not skipped:
         return f"{where}: no documents to index (no files found)"

@@ -8,6 +8,9 @@ estimator counts them.
 
 from __future__ import annotations
 
+import functools
+import re
+import unicodedata
 from collections.abc import Sequence
 
 from groundwire.config import ContextConfig
@@ -22,19 +25,98 @@ OPENING = message("context.opening", DEFAULT_LOCALE)
 CITE_HINT = message("context.cite_hint", DEFAULT_LOCALE, example="{example}")
 
 
+# "<" and "/" and the characters that look like them (Unicode TR39 confusables).
+_LESS_THAN = "<\uff1c\ufe64\u2039\u276e\u02c2\u1438\u16b2\u3008\u27e8\u2329\U0001d236"
+_SLASHES = frozenset("/\\\uff0f\u2044\u2215\u29f8\u2571\u3033\u30ce\u4e3f\u2cc6\u1735")
+_OPENER = re.compile(f"[{_LESS_THAN}]")
+# Letters of other scripts that look like the Latin letters of the tag name.
+_LOOKALIKES = {
+    **dict.fromkeys("\u0441\u03f2\u1d04\u2ca5", "c"),
+    **dict.fromkeys("\u0501", "d"),
+    **dict.fromkeys("\u0435\u04bd\u212e", "e"),
+    **dict.fromkeys("\u0261\u0581", "g"),
+    **dict.fromkeys("\u043a\u03ba\u0138", "k"),
+    **dict.fromkeys("\u04cf\u01c01|", "l"),
+    **dict.fromkeys("\u0578", "n"),
+    **dict.fromkeys("\u043e\u03bf\u0585\u09e6\u1d0f0", "o"),
+    **dict.fromkeys("\u0442\u03c4", "t"),
+    **dict.fromkeys("\u051d\u0461\u03c9", "w"),
+    **dict.fromkeys("\u0445\u03c7\u00d7", "x"),
+}
+_NAME = re.sub("[^a-z]", "", TAG)
+
+
+@functools.lru_cache(maxsize=4096)
+def _skeleton(char: str) -> str | None:
+    """The Latin letters a character reads as, "" for a separator, None for anything else.
+
+    Separators are what may sit inside or before the tag name without changing how a
+    reader takes it: blanks, "_" and "-", invisible format characters, combining marks.
+    """
+    folded = unicodedata.normalize("NFKC", char).casefold()
+    letters = "".join(_LOOKALIKES.get(c, c) for c in folded)
+    if letters and all("a" <= c <= "z" for c in letters):
+        return letters
+    if char in _SLASHES or char.isspace() or char in "_-" or folded in ("_", "-", ""):
+        return ""
+    if unicodedata.category(char) in ("Cf", "Mn", "Me", "Zs"):
+        return ""
+    return None
+
+
+def _names_wrapper(text: str, at: int) -> bool:
+    """Whether ``text[at:]`` spells the tag name, in any case, spacing or look-alike form.
+
+    Reads at most the name's letters and the separators around them, stopping at the
+    first other character, so the scans of all openers together stay linear.
+    """
+    letters = ""
+    for index in range(at, len(text)):
+        piece = _skeleton(text[index])
+        if piece is None:
+            break
+        letters += piece
+        if len(letters) >= len(_NAME):
+            break
+    return letters.startswith(_NAME)
+
+
 def _neutralize(text: str) -> str:
-    """Keep entry text from closing or reopening the wrapper tag."""
-    return text.replace(f"</{TAG}", f"&lt;/{TAG}").replace(f"<{TAG}", f"&lt;{TAG}")
+    """Keep entry text from closing or reopening the wrapper tag, in any disguise.
+
+    Every "<" (or look-alike) that begins the tag name — ``</knowledge_context``,
+    ``< /Knowledge-Context``, full-width, zero-width-split or other-script forms —
+    becomes ``&lt;``; other text is left exactly as written.
+    """
+    if _OPENER.search(text) is None:
+        return text
+    parts: list[str] = []
+    last = 0
+    for match in _OPENER.finditer(text):
+        if _names_wrapper(text, match.end()):
+            parts += [text[last : match.start()], "&lt;"]
+            last = match.end()
+    return "".join([*parts, text[last:]])
+
+
+def _one_line(text: str) -> str:
+    """A heading or summary field on one line: whitespace and control characters collapsed."""
+    return " ".join("".join(" " if unicodedata.category(c) == "Cc" else c for c in text).split())
 
 
 def render_entry(
     entry: KnowledgeEntry, *, full: bool, citations: bool, locale: str = DEFAULT_LOCALE
 ) -> str:
-    """One entry as it appears in context: heading line, summary and (if full) body."""
-    heading = f"## {entry.title} ({entry.kind})"
+    """One entry as it appears in context: heading line, summary and (if full) body.
+
+    The heading and summary are always one line each (validation already refuses line
+    breaks there; this holds for entries built without validation too), so no field can
+    forge another entry's heading or citation tag.
+    """
+    heading = f"## {_one_line(entry.title)} ({_one_line(entry.kind)})"
     if citations:
-        heading += f" {entry.citation.tag}"
-    lines = [heading, entry.summary]
+        heading += f" {_one_line(entry.citation.tag)}"
+    lines = [heading, _one_line(entry.summary)]
     if full and entry.body:
         lines += ["", entry.body]
     elif not full and entry.body:

@@ -15,7 +15,7 @@ nothing is relevant to cannot be scored (trec_eval skips it too).
 from __future__ import annotations
 
 import gzip
-import json
+import io
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +24,8 @@ from typing import IO
 
 from groundwire.errors import SourceError
 from groundwire.ingest import load_sources
+from groundwire.ingest.loaders import open_regular
+from groundwire.ingest.parsing import parse_json
 from groundwire.ingest.sources import SOURCE_MANIFEST
 from groundwire.model import Document, KnowledgeSource
 
@@ -62,9 +64,11 @@ class EvalDataset:
 
 
 def _open(path: Path) -> IO[str]:
+    """A dataset file as text: a regular file only (a FIFO is refused, never waited on)."""
+    handle, _ = open_regular(path)
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8")
+        return gzip.open(handle, "rt", encoding="utf-8")
+    return io.TextIOWrapper(handle, encoding="utf-8")
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
@@ -75,12 +79,12 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise SourceError(
-                        f"{path}:{number}: invalid JSON ({exc.msg}); write one JSON object per line"
-                    ) from exc
+                record = parse_json(
+                    line.rstrip("\r\n"),
+                    str(path),
+                    line_offset=number - 1,
+                    fix="write one JSON object per line",
+                )
                 if not isinstance(record, dict):
                     raise SourceError(f"{path}:{number}: expected a JSON object per line")
                 yield number, record
@@ -138,7 +142,8 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """
     qrels: dict[str, dict[str, int]] = {}
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with _open(path) as handle:
+            lines = handle.read().splitlines()
     except UnicodeDecodeError as exc:
         raise SourceError(f"{path}: not valid UTF-8 (byte {exc.start}); save it as UTF-8") from exc
     except OSError as exc:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import stat
 import threading
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
@@ -148,21 +150,34 @@ def _limit(name: str, value: int | None, default: int) -> int:
 
 
 def is_snapshot(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a snapshot folder: its ``manifest.json`` names this format.
+    """Whether ``path`` is a snapshot folder, intact or damaged.
 
-    A folder with ``manifest.json`` and no ``source.yaml`` also counts, so a damaged
-    snapshot is reported as such rather than as a knowledge base folder.
+    True when its ``manifest.json`` names this format; and, when there is no
+    ``source.yaml``, when it has a ``manifest.json`` of any kind (a damaged file, a
+    folder, a FIFO) or files named as a snapshot writer names them
+    (``<part>.<sha12>.npy``) — so a damaged snapshot is reported as one, never read
+    as a knowledge base or documents folder. Never blocks on a FIFO.
     """
     folder = Path(path)
-    manifest = folder / storage.MANIFEST
-    if not folder.is_dir() or not manifest.is_file():
+    if not folder.is_dir():
         return False
+    authored = (folder / "source.yaml").exists()
     try:
-        with manifest.open("rb") as handle:
-            head = handle.read(4096)
-    except OSError:
-        return False
-    return MAGIC.encode() in head or not (folder / "source.yaml").exists()
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(folder / storage.MANIFEST, flags)
+    except FileNotFoundError:
+        return not authored and any(_PAYLOAD.fullmatch(name) for name in os.listdir(folder))
+    except OSError:  # a symlink (O_NOFOLLOW) or unreadable: damaged, unless authored
+        return not authored
+    try:
+        head = os.read(fd, 4096) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)
+    return MAGIC.encode() in head or not authored
+
+
+#: The name of a file a snapshot writer makes: a part name, its content's sha12, a type.
+_PAYLOAD = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*\.[0-9a-f]{12}\.(?:npy|bin|jsonl|json)")
 
 
 class _VanishedError(Exception):

@@ -71,6 +71,7 @@ _WRITE_CHUNK = 1 << 26  # os.write moves at most ~2 GiB per call; 64 MiB keeps i
 _HASH_CHUNK = 1 << 20
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # open(2) of a FIFO returns at once; fstat refuses it
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: fault the whole mapping in at once
 _MAX_NPY_HEADER = 1 << 16  # numpy writes headers of a few hundred bytes
@@ -293,7 +294,7 @@ def open_dir(path: Path) -> int:
 
 def _open_regular(dir_fd: int, name: str, where: str) -> tuple[int, int]:
     """Open ``name`` relative to ``dir_fd``: (fd, size). FileNotFoundError propagates."""
-    fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+    fd = os.open(name, os.O_RDONLY | _O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)

@@ -11,6 +11,7 @@ from groundwire.ingest.chunking import (
 from groundwire.ingest.corpus import CorpusResult, CorpusSource, build_corpus
 from groundwire.ingest.fetch import fetch_url
 from groundwire.ingest.loaders import LoadResult, load_bytes, load_document, load_documents
+from groundwire.ingest.safety import find_secret
 from groundwire.ingest.sources import load_sources, read_front_matter
 from groundwire.ingest.validate import ValidationReport, content_hash, normalize_and_validate
 
@@ -28,6 +29,7 @@ __all__ = [
     "chunks_to_documents",
     "content_hash",
     "fetch_url",
+    "find_secret",
     "load_bytes",
     "load_document",
     "load_documents",

@@ -11,9 +11,13 @@ as ``docs/**/*.md``, relative to the root) and leaves out, with a reason:
 - files git ignores: every candidate goes through ``git check-ignore --no-index``, so
   ignore rules apply to tracked files too. Without git, or outside a work tree, the
   build fails closed: it raises and nothing is included;
+- files with more than one hard link (unless ``allow_hard_links=True``): the other
+  name of the file may be anywhere on the file system, outside the root;
 - files over the per-file byte bound, of an unsupported type, or that fail to decode;
-- files carrying a private-key marker (``-----BEGIN ... PRIVATE KEY-----``) or a URL
-  with a password (``scheme://user:password@host``).
+- files carrying a secret marker — a private key, a URL with a password, a token of a
+  common service — in their raw bytes or in their decoded and extracted text (see
+  :func:`groundwire.ingest.safety.find_secret`: UTF-16, HTML character references and
+  JSON escapes do not hide one).
 
 Every source records its path, raw-content SHA-256 (its version is the first 12 hex
 digits) and extracted-text SHA-256. Pass the previous result to rebuild incrementally:
@@ -26,9 +30,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -45,15 +47,10 @@ from groundwire.errors import ConfigError, MissingExtraError, SourceError
 from groundwire.ingest.chunking import chunk_document
 from groundwire.ingest.loaders import load_bytes, read_bounded, walk_folder
 from groundwire.ingest.loaders._kinds import resolve_kind, sha256_hex
+from groundwire.ingest.safety import find_secret, git_ignored
 from groundwire.model import Chunk, SkippedSource
 
 __all__ = ["CorpusResult", "CorpusSource", "build_corpus"]
-
-_PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
-_CREDENTIAL_URL = re.compile(
-    rb"\b([A-Za-z][A-Za-z0-9+.\-]*)://[^\s/?#@:'\"<>]+:[^\s/?#@'\"<>]+@([^\s/?#'\"<>]+)"
-)
-
 
 @dataclass(frozen=True, slots=True)
 class CorpusSource:
@@ -166,69 +163,6 @@ def _refusal(rel: str, root: Path, *, folder: bool = False) -> str | None:
     return None
 
 
-def _git_ignored(root: Path, paths: Sequence[str], timeout: float) -> dict[str, str]:
-    """Paths git ignores → the rule that ignores them; raises when git cannot tell."""
-    git = shutil.which("git")
-    if git is None:
-        raise SourceError(
-            "git is not available (not on PATH), so .gitignore rules cannot be checked; "
-            "nothing was included. Install git to build a repository corpus"
-        )
-    command = [git, "-C", str(root), "check-ignore", "--no-index", "--verbose", "-z", "--stdin"]
-    try:
-        done = subprocess.run(
-            command,
-            input=b"".join(path.encode("utf-8") + b"\0" for path in paths),
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise SourceError(
-            f"git check-ignore did not answer within {timeout:g} s in {root}; nothing was included"
-        ) from exc
-    except OSError as exc:
-        raise SourceError(
-            f"git could not run ({exc.strerror or exc}); nothing was included"
-        ) from exc
-    if done.returncode not in (0, 1):
-        detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise SourceError(
-            f"git check-ignore failed in {root} (exit {done.returncode}: "
-            f"{detail[0] if detail else 'no message'}); nothing was included. The corpus root "
-            "must be inside a git work tree"
-        )
-    fields = done.stdout.split(b"\0")
-    ignored: dict[str, str] = {}
-    for at in range(0, len(fields) - 3, 4):
-        source, line, rule, path = (
-            field.decode("utf-8", "replace") for field in fields[at : at + 4]
-        )
-        if not rule.startswith("!"):
-            ignored[path] = f"ignored by git ({source}:{line}: {rule})"
-    return ignored
-
-
-def _secret(data: bytes) -> str | None:
-    """Why raw content must not be indexed (a private key or a password in a URL), or None."""
-    key = _PRIVATE_KEY.search(data)
-    if key is not None:
-        line = data.count(b"\n", 0, key.start()) + 1
-        return f"contains a private key marker (line {line}); remove the key from the file"
-    url = _CREDENTIAL_URL.search(data)
-    if url is not None:
-        line = data.count(b"\n", 0, url.start()) + 1
-        scheme, host = (
-            url.group(1).decode("ascii", "replace"),
-            url.group(2).decode("utf-8", "replace"),
-        )
-        return (
-            f"contains a URL with a password (line {line}: {scheme}://…:…@{host}); "
-            "remove the credentials from the file"
-        )
-    return None
-
-
 def _select(root: Path, include: Sequence[str]) -> tuple[list[str], list[SkippedSource], list[str]]:
     """Candidate relative paths (sorted), refusals, and patterns that matched nothing."""
     candidates: set[str] = set()
@@ -294,8 +228,12 @@ def build_corpus(
     max_total_bytes: int = CORPUS_MAX_TOTAL_BYTES,
     max_files: int = MAX_DOCUMENTS,
     git_timeout: float = GIT_TIMEOUT_SECONDS,
+    allow_hard_links: bool = False,
 ) -> CorpusResult:
     """Select, check, read and chunk the allow-listed files under ``root``.
+
+    ``allow_hard_links=True`` accepts files with more than one hard link (refused by
+    default: the other link may be outside the root, where the allow-list cannot see).
 
     Raises :class:`SourceError` when git cannot check ignore rules (fail closed), when
     more than ``max_files`` files are selected, or when the selection holds more than
@@ -320,7 +258,7 @@ def build_corpus(
             kept.append(rel)
         else:
             skipped.append(SkippedSource(rel, reason))
-    ignored = _git_ignored(real_root, kept, git_timeout) if kept else {}
+    ignored = git_ignored(real_root, kept, git_timeout) if kept else {}
     skipped.extend(SkippedSource(rel, ignored[rel]) for rel in kept if rel in ignored)
     kept = [rel for rel in kept if rel not in ignored]
     if len(kept) > max_files:
@@ -337,7 +275,12 @@ def build_corpus(
     total = 0
     for rel in kept:
         try:
-            data = read_bounded(real_root / rel, max_file_bytes, follow_symlinks=False)
+            data = read_bounded(
+                real_root / rel,
+                max_file_bytes,
+                follow_symlinks=False,
+                allow_hard_links=allow_hard_links,
+            )
         except SourceError as exc:
             skipped.append(SkippedSource(rel, str(exc).replace(f"{real_root / rel}: ", "")))
             continue
@@ -380,15 +323,14 @@ def _source(
     """The source for one file's bytes: the old one when unchanged, else read and chunked."""
     if old is not None and old.sha256 == sha256_hex(data):
         return old
-    reason = _secret(data)
+    reason = find_secret(data)
     if reason is not None:
         return SkippedSource(rel, reason)
     try:
         document = load_bytes(data, rel, path=rel)
-        if document.kind == "pdf":
-            reason = _secret(document.text.encode("utf-8"))
-            if reason is not None:
-                return SkippedSource(rel, reason)
+        reason = find_secret(b"", document.text)
+        if reason is not None:
+            return SkippedSource(rel, reason)
         chunks = chunk_document(document, config)
     except (SourceError, MissingExtraError) as exc:
         return SkippedSource(rel, str(exc).removeprefix(f"{rel}: "))

@@ -8,16 +8,15 @@ body. Folders nested under another ``source.yaml`` form their own source.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from groundwire.config import MAX_SOURCE_FILE_BYTES
 from groundwire.errors import SourceError
+from groundwire.ingest.loaders import read_bounded
+from groundwire.ingest.parsing import parse_json, parse_yaml
 from groundwire.ingest.validate import coerce_source
 from groundwire.model import KnowledgeSource
 
@@ -53,7 +52,7 @@ def load_sources(source: SourceInput) -> list[KnowledgeSource]:
         path = Path(source)
         if path.is_dir():
             return _load_folder(path)
-        if path.is_file():
+        if path.exists():  # a file, or a FIFO or device that reading refuses
             return _load_file(path)
         raise SourceError(
             f"{path}: no such file or folder; pass a knowledge base folder or a "
@@ -70,47 +69,23 @@ def load_sources(source: SourceInput) -> list[KnowledgeSource]:
 
 
 def _read_text(path: Path) -> str:
+    """A source file's text: a regular file (never a FIFO or device) of bounded size, UTF-8."""
+    data = read_bounded(path, MAX_SOURCE_FILE_BYTES)
     try:
-        size = path.stat().st_size
-        if size > MAX_SOURCE_FILE_BYTES:
-            raise SourceError(
-                f"{path}: {size:,} bytes is over the {MAX_SOURCE_FILE_BYTES:,}-byte "
-                "limit for one source file; split it into smaller files"
-            )
-        return path.read_text(encoding="utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SourceError(f"{path}: not valid UTF-8 (byte {exc.start}); save it as UTF-8") from exc
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-
-
-def _yaml(text: str, path: Path, line_offset: int = 0) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        # The context mark points at the construct that failed (e.g. an unclosed
-        # bracket); the problem mark at where the parser gave up.
-        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1 + line_offset}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SourceError(f"{path}{line}: invalid YAML ({problem}); fix the syntax") from exc
 
 
 def _load_file(path: Path) -> list[KnowledgeSource]:
     suffix = path.suffix.lower()
-    text = _read_text(path)
-    if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SourceError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
-    elif suffix in (".yaml", ".yml"):
-        data = _yaml(text, path)
-    else:
+    if suffix not in (".json", ".yaml", ".yml"):
         raise SourceError(
             f"{path}: unsupported source file type {suffix or '(none)'!r}; use "
             ".json, .yaml/.yml, or a folder of Markdown entries"
         )
+    text = _read_text(path)
+    data = parse_json(text, str(path)) if suffix == ".json" else parse_yaml(text, str(path))
     items = data if isinstance(data, list) else [data]
     sources = []
     for n, item in enumerate(items):
@@ -140,7 +115,7 @@ def read_front_matter(path: Path) -> tuple[dict[str, Any], str]:
         raise SourceError(
             f"{path}: front matter is not closed; add a line with '---' after the entry's fields"
         )
-    meta = _yaml("".join(lines[1:end]), path, line_offset=1)
+    meta = parse_yaml("".join(lines[1:end]), str(path), line_offset=1)
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):
@@ -230,7 +205,7 @@ def _load_folder(root: Path) -> list[KnowledgeSource]:
 
 
 def _manifest(path: Path) -> dict[str, Any]:
-    data = _yaml(_read_text(path), path)
+    data = parse_yaml(_read_text(path), str(path))
     if not isinstance(data, dict):
         raise SourceError(f"{path}: must be a YAML mapping with 'id' and 'version'")
     unknown = set(data) - {"id", "version", "description", "title"}

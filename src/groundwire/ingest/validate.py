@@ -8,8 +8,8 @@ Errors block a snapshot; warnings do not. Each issue carries a stable code:
 errors:   source-id-missing, source-invalid, entry-invalid, entry-id-missing,
           entry-id-duplicate, title-missing, summary-missing, domain-missing,
           integrations-missing, integrations-invalid, kind-unsupported,
-          status-unsupported, field-invalid, field-too-long, too-many-entries,
-          tenant-invalid, acl-invalid
+          status-unsupported, field-invalid, field-too-long, field-control-chars,
+          too-many-entries, tenant-invalid, acl-invalid
 warnings: source-version-missing, field-unknown, alias-empty, alias-duplicate,
           related-missing, related-self, parent-missing, parent-self, tenant-mixed
 """
@@ -20,12 +20,15 @@ import datetime as dt
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from groundwire.access.labels import ACL_KEY, TENANT_KEY, Labels, parse_acl, parse_tenant
-from groundwire.config import MAX_ENTRIES, MAX_FIELD_CHARS
+from groundwire.config import MAX_ENTRIES, MAX_FIELD_CHARS, MAX_NESTING_DEPTH
+from groundwire.errors import SourceError
+from groundwire.ingest.parsing import check_nesting
 from groundwire.model import (
     ENTRY_KINDS,
     ENTRY_STATUSES,
@@ -84,6 +87,23 @@ class ValidationReport:
         return tuple(i for i in self.issues if i.severity == "warning")
 
 
+# Characters a one-line field may not hold: C0/C1 controls (tab, line breaks, escape...),
+# Unicode line/paragraph separators, and bidirectional controls that reorder how text shows.
+_UNSAFE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def unsafe_character(text: str) -> str | None:
+    """The first character a one-line field may not hold, described, or None."""
+    match = _UNSAFE.search(text)
+    if match is None:
+        return None
+    char = match.group()
+    name = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab"}.get(char)
+    return f"{name or 'the control character'} U+{ord(char):04X} at character {match.start() + 1}"
+
+
 def _text(value: Any) -> str | None:
     """A scalar as text (YAML turns 2026-01-01 into a date and 1.0 into a float)."""
     if isinstance(value, str):
@@ -129,12 +149,35 @@ def content_hash(entries: Iterable[KnowledgeEntry]) -> str:
             "status": entry.status,
             "version": entry.version,
             "source_id": entry.source_id,
-            "metadata": dict(entry.metadata),
+            "metadata": _stable(dict(entry.metadata)),
         }
         encoded = json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr)
         digest.update(encoded.encode())
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+def _stable(value: Any) -> Any:
+    """Metadata as json.dumps can hash it deterministically.
+
+    JSON values pass unchanged (so hashes of such metadata never change); mappings
+    with keys other than strings become sorted ``[key, value]`` pairs and sets become
+    sorted lists, since neither sorts nor prints in a stable order by itself.
+    """
+    if isinstance(value, dict):
+        if all(isinstance(key, str) for key in value):
+            return {key: _stable(item) for key, item in value.items()}
+        pairs = [[_stable(key), _stable(item)] for key, item in value.items()]
+        return {"~pairs": sorted(pairs, key=_sort_key)}
+    if isinstance(value, list | tuple):
+        return [_stable(item) for item in value]
+    if isinstance(value, set | frozenset):
+        return {"~set": sorted((_stable(item) for item in value), key=_sort_key)}
+    return value
+
+
+def _sort_key(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
 
 
 class _Collector:
@@ -179,7 +222,7 @@ def _source_version(source: KnowledgeSource, col: _Collector) -> str:
     if version:
         return version
     digest = hashlib.sha256(
-        json.dumps([repr(e) for e in source.entries], ensure_ascii=False).encode()
+        json.dumps([repr(_stable(e)) for e in source.entries], ensure_ascii=False).encode()
     ).hexdigest()[:12]
     col.warning(
         "source-version-missing",
@@ -313,6 +356,24 @@ def _entry(
                 f"{MAX_FIELD_CHARS:,}; split the entry or move the text into documents",
                 name,
             )
+    single_line: list[tuple[str, str | None]] = [
+        ("title", title),
+        ("summary", summary),
+        ("domain", domain),
+        ("parent", parent if isinstance(parent, str) else None),
+    ]
+    single_line += [("integrations", item) for item in integrations]
+    single_line += [(name, item) for name in _LIST_FIELDS for item in lists[name]]
+    for name, line in single_line:
+        problem = unsafe_character(line or "")
+        if problem is not None:
+            col.error(
+                "field-control-chars",
+                f"'{name}' contains {problem}; it must be one line of text without "
+                "control characters (put longer text in 'body')",
+                name,
+            )
+            break
     if sum(1 for i in col.issues if i.severity == "error") > errors_before:
         return None
     return KnowledgeEntry(
@@ -358,6 +419,15 @@ def normalize_and_validate(
                 "with id, version and entries, or a KnowledgeSource",
             )
             continue
+        for name, value in (("id", source.id), ("version", source.version)):
+            problem = unsafe_character(value) if isinstance(value, str) else None
+            if problem is not None:
+                col.error(
+                    "field-control-chars",
+                    f"the source {name} contains {problem}; it appears in every citation, "
+                    "so it must be one line of text without control characters",
+                    name,
+                )
         if not source.id:
             col.error(
                 "source-id-missing",
@@ -365,11 +435,27 @@ def normalize_and_validate(
                 "(in source.yaml or the source object)",
                 "id",
             )
-        version = _source_version(source, col)
         raw_entries = source.entries
         if not isinstance(raw_entries, tuple):
-            col.error("source-invalid", "'entries' must be a list of entries", "entries")
+            shown = "empty (null)" if raw_entries is None else f"a {type(raw_entries).__name__}"
+            col.error(
+                "source-invalid",
+                f"'entries' is {shown}; it must be a list of entries (write 'entries: []' "
+                "for a source without entries)",
+                "entries",
+            )
             continue
+        try:
+            check_nesting(list(raw_entries), "entries")
+        except SourceError:
+            col.error(
+                "source-invalid",
+                f"'entries' nest lists or mappings more than {MAX_NESTING_DEPTH} levels deep "
+                "(or a value contains itself); flatten the metadata",
+                "entries",
+            )
+            continue
+        version = _source_version(source, col)
         total += len(raw_entries)
         if total > MAX_ENTRIES:
             col.error(
@@ -400,6 +486,15 @@ def normalize_and_validate(
                 )
                 continue
             col.entry_id = entry_id
+            problem = unsafe_character(entry_id)
+            if problem is not None:
+                col.error(
+                    "field-control-chars",
+                    f"id {entry_id!r} contains {problem}; an id is one line of text "
+                    "without control characters",
+                    "id",
+                )
+                continue
             if entry_id in seen:
                 where = f" (first defined in {seen[entry_id]})" if seen[entry_id] else ""
                 col.error(

@@ -35,6 +35,7 @@ from groundwire.config import (
     DEFAULT_MAX_QUERY_CHARS,
     DEFAULT_MIN_SCORE,
     DEFAULT_MIN_SOURCES,
+    MAX_CITATION_TEXT_CHARS,
     EvidenceSettings,
     estimate_tokens,
 )
@@ -52,7 +53,7 @@ __all__ = ["ASSISTANT_INSTRUCTIONS", "AnswerEvent", "GroundedAnswer", "GroundedA
 _T = TypeVar("_T")
 
 AnswerStatus = Literal["answered", "insufficient", "rejected"]
-RejectionReason = Literal["no-citation", "invalid-citation"]
+RejectionReason = Literal["no-citation", "invalid-citation", "unchecked-text"]
 
 ASSISTANT_INSTRUCTIONS = (
     "Answer the user's question using only the evidence excerpts in the user's message, "
@@ -74,8 +75,9 @@ class GroundedAnswer:
     """The outcome of one question: an answer with checked citations, or why there is none.
 
     ``status`` is ``answered``; ``insufficient`` (``reason`` is the evidence reason, no
-    provider was called); or ``rejected`` (``reason`` is ``no-citation`` or
-    ``invalid-citation``; ``text`` is empty). ``citations`` is the check of the model's
+    provider was called); or ``rejected`` (``reason`` is ``no-citation``,
+    ``invalid-citation``, or ``unchecked-text`` for an answer too long to check in
+    full; ``text`` is empty). ``citations`` is the check of the model's
     output (None when no model was called); ``completion`` the model's raw turn — for a
     rejected answer its text is the unvalidated output, for logs only, never to show.
     """
@@ -251,7 +253,13 @@ class GroundedAssistant:
             return GroundedAnswer(
                 "answered", None, question, completion.text, evidence, report, completion
             )
-        reason: RejectionReason = "invalid-citation" if report.invalid else "no-citation"
+        reason: RejectionReason = (
+            "invalid-citation"
+            if report.invalid
+            else "unchecked-text"
+            if report.truncated
+            else "no-citation"
+        )
         if self.on_rejection == "raise":
             raise _citation_error(report, evidence)
         return GroundedAnswer("rejected", reason, question, "", evidence, report, completion)
@@ -352,6 +360,11 @@ def _citation_error(report: CitationReport, evidence: EvidenceResult) -> Citatio
             "it was not delivered"
         )
         return CitationError(message, invalid=tags)
+    if report.truncated:
+        return CitationError(
+            f"the answer is longer than {MAX_CITATION_TEXT_CHARS:,} characters, so its "
+            "citations could not all be checked; it was not delivered"
+        )
     return CitationError(
         f"the answer cites none of the returned evidence ({offered}); it was not delivered"
     )

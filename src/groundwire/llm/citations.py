@@ -9,6 +9,10 @@ Three syntaxes are recognized, one reference per pair of brackets:
 - ``[MEM:ID]`` — an agent memory recalled into the turn's memory block
   (:attr:`groundwire.Memory.tag`), checked against the ``memories`` argument.
 
+Model output is untrusted input: the scan is linear in the text whatever it holds, and
+reads at most :data:`~groundwire.config.MAX_CITATION_TEXT_CHARS` characters (a longer
+answer is reported ``truncated`` and never ``ok``).
+
 The prefixes are matched case-insensitively and spaces just inside the brackets are
 ignored; an id may itself hold balanced brackets (``pages/[slug].md#0``). A ``[KB:...]``
 without ``@VERSION`` is reported as malformed rather than skipped.
@@ -26,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from groundwire.config import MAX_CITATION_TEXT_CHARS
 from groundwire.ground.evidence import EvidenceResult
 from groundwire.memory import Memory, MemoryBlock, MemoryContext, RecalledMemory
 from groundwire.model import Chunk, Citation, Excerpt, KnowledgeBlock, KnowledgeEntry
@@ -48,16 +53,14 @@ EvidenceLike = (
 #: What :func:`validate_citations` accepts as the memories that were offered.
 MemoriesLike = MemoryContext | MemoryBlock | Iterable[Memory | RecalledMemory | str]
 
-# An id: any run of characters without a line break, where brackets only appear in
-# balanced, unnested pairs (paths like "pages/[slug].md" are real chunk ids).
-_ID = r"(?:[^\[\]\n]|\[[^\[\]\n]*\])+?"
+# One reference: "[", optional blanks, a prefix and ":", then a body running to the first
+# "]" outside a bracket pair (ids may hold balanced, unnested pairs such as
+# "pages/[slug].md"), never across a line break. Every quantifier is possessive and the
+# alternatives start with different characters, so nothing is ever retried: a match
+# attempt reads each character once and the whole scan is linear in the text, whatever
+# the model wrote. The body is split into id (and @version) in Python.
 _CITATION = re.compile(
-    r"\[[ \t]*(?:"
-    rf"(?P<ev>(?i:evidence)):[ \t]*(?P<evid>{_ID})"
-    rf"|(?P<mem>(?i:MEM)):[ \t]*(?P<memid>{_ID})"
-    rf"|(?P<kb>(?i:KB)):[ \t]*(?P<kbid>{_ID})@(?P<version>[^@\[\]\n]+?)"
-    rf"|(?P<bad>(?i:KB)):(?P<badid>{_ID})"
-    r")[ \t]*\]"
+    r"\[[ \t]*+(?P<prefix>(?i:evidence|MEM|KB)):(?P<body>(?:[^\[\]\n]++|\[[^\[\]\n]*+\])++)\]"
 )
 
 
@@ -90,12 +93,16 @@ class CitationReport:
     """Every citation of an answer, checked against the offered evidence.
 
     ``citations`` are in text order. ``ok`` is the verdict a grounded answer needs:
-    at least one citation, and none invalid.
+    at least one citation, none invalid, and the whole text checked. ``truncated`` is
+    True when the text was longer than
+    :data:`~groundwire.config.MAX_CITATION_TEXT_CHARS` and only its start was read
+    (such an answer is never ``ok``).
     """
 
     citations: tuple[CitationCheck, ...]
     offered: tuple[Citation, ...]
     offered_memories: tuple[str, ...] = ()
+    truncated: bool = False
 
     @property
     def valid(self) -> tuple[CitationCheck, ...]:
@@ -114,8 +121,8 @@ class CitationReport:
 
     @property
     def ok(self) -> bool:
-        """At least one citation and every citation valid."""
-        return self.cited and not self.invalid
+        """At least one citation, every citation valid, and no unchecked text."""
+        return self.cited and not self.invalid and not self.truncated
 
     @property
     def cited_ids(self) -> tuple[str, ...]:
@@ -190,6 +197,30 @@ def _check(
     return None
 
 
+def _parse(
+    match: re.Match[str], versions: dict[str, set[str]], memories: set[str]
+) -> tuple[CitationKind, str, str | None, CitationProblem | None]:
+    """Kind, id, version and problem of one matched reference."""
+    body = match.group("body")
+    prefix = match.group("prefix").lower()
+    if prefix == "evidence":
+        cited_id = body.strip()
+        problem = _check("evidence", cited_id, None, versions)
+        if problem is not None and "@" in cited_id:  # [evidence:ID@VERSION] is read too
+            base, _, at = cited_id.rpartition("@")
+            if _check("evidence", base, at, versions) is None:
+                return "evidence", base, at, None
+        return "evidence", cited_id, None, problem
+    if prefix == "mem":
+        cited_id = body.strip()
+        return "memory", cited_id, None, None if cited_id in memories else "unknown-id"
+    head, at, tail = body.rpartition("@")
+    if not at or not head or not tail or "[" in tail or "]" in tail:
+        return "kb", body.strip(), None, "malformed"  # [KB:ID] without a usable @VERSION
+    cited_id, version = head.strip(), tail.strip()
+    return "kb", cited_id, version, _check("kb", cited_id, version, versions)
+
+
 def validate_citations(
     text: str, evidence: EvidenceLike = (), *, memories: MemoriesLike | None = None
 ) -> CitationReport:
@@ -201,8 +232,9 @@ def validate_citations(
     :class:`~groundwire.Chunk` or :class:`~groundwire.KnowledgeEntry` records;
     ``memories`` the memories offered (``GenerateResult.memory``, a
     :class:`~groundwire.MemoryBlock`, or memories or ids), which ``[MEM:ID]`` must name.
-    Returns a
-    :class:`CitationReport`; never raises for any text. Checks ids, not truth.
+    Returns a :class:`CitationReport`; never raises for any text. Checks ids, not truth.
+    Time is linear in the text, and at most ``MAX_CITATION_TEXT_CHARS`` characters are
+    read.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, got {type(text).__name__}")
@@ -212,29 +244,13 @@ def validate_citations(
     versions: dict[str, set[str]] = {}
     for citation in offered:
         versions.setdefault(citation.id, set()).add(citation.version)
+    truncated = len(text) > MAX_CITATION_TEXT_CHARS
     checks: list[CitationCheck] = []
-    for match in _CITATION.finditer(text):
-        if match.group("ev") is not None:
-            kind: CitationKind = "evidence"
-            cited_id, version = match.group("evid").strip(), None
-            problem = _check(kind, cited_id, None, versions)
-            if problem is not None and "@" in cited_id:  # [evidence:ID@VERSION] is read too
-                base, _, at = cited_id.rpartition("@")
-                if _check(kind, base, at, versions) is None:
-                    cited_id, version, problem = base, at, None
-        elif match.group("mem") is not None:
-            kind, cited_id, version = "memory", match.group("memid").strip(), None
-            problem = None if cited_id in known_memories else "unknown-id"
-        elif match.group("kb") is not None:
-            kind = "kb"
-            cited_id, version = match.group("kbid").strip(), match.group("version").strip()
-            problem = _check(kind, cited_id, version, versions)
-        else:
-            kind, cited_id, version = "kb", match.group("badid").strip(), None
-            problem = "malformed"
+    for match in _CITATION.finditer(text, 0, MAX_CITATION_TEXT_CHARS):
+        kind, cited_id, version, problem = _parse(match, versions, known_memories)
         checks.append(
             CitationCheck(
                 kind, cited_id, version, match.group(0), match.start(), match.end(), problem
             )
         )
-    return CitationReport(tuple(checks), offered, memory_ids)
+    return CitationReport(tuple(checks), offered, memory_ids, truncated)

@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 from groundwire.config import (
     EXCLUDED_DIRS,
+    GIT_TIMEOUT_SECONDS,
     MAX_DOCUMENT_BYTES,
     MAX_DOCUMENTS,
     MAX_TOTAL_DOCUMENT_BYTES,
 )
 from groundwire.errors import ConfigError, MissingExtraError, SourceError
 from groundwire.ingest.loaders._kinds import decode, resolve_kind, sha256_hex
+from groundwire.ingest.safety import find_secret, git_ignored, git_work_tree
 from groundwire.model import LoadedDocument, Section, SkippedSource
 
 __all__ = [
@@ -32,11 +34,14 @@ __all__ = [
     "load_bytes",
     "load_document",
     "load_documents",
+    "open_regular",
     "read_bounded",
     "walk_folder",
 ]
 
 PathInput = str | os.PathLike[str]
+#: Opening non-blocking makes open(2) of a FIFO return at once instead of waiting for a writer.
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +80,9 @@ def _extract(
 
         return extract_latex(text)
     if kind == "json":
-        import json
+        from groundwire.ingest.parsing import parse_json
 
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            line = getattr(exc, "lineno", None)
-            raise SourceError(f"{where}{f':{line}' if line else ''}: invalid JSON ({exc})") from exc
+        value = parse_json(text, where)
         title = value.get("title") if isinstance(value, dict) else None
         return text, title if isinstance(title, str) else None, None, {}
     return text, None, None, {}
@@ -131,19 +132,51 @@ def load_bytes(
     )
 
 
-def read_bounded(path: Path, max_bytes: int, *, follow_symlinks: bool = True) -> bytes:
-    """Read a regular file of at most ``max_bytes`` (checked before and while reading)."""
-    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+def open_regular(
+    path: Path, *, follow_symlinks: bool = True, allow_hard_links: bool = True
+) -> tuple[BinaryIO, os.stat_result]:
+    """Open a regular file for reading, and its ``fstat``; anything else is refused.
+
+    A FIFO, device, socket or folder raises :class:`SourceError` without blocking: the
+    file is opened non-blocking and checked with ``fstat`` before a byte is read, so a
+    FIFO put in place of a file never hangs the reader. With ``allow_hard_links=False``
+    a file with more than one link is refused too (its other name may be anywhere).
+    """
+    flags = os.O_RDONLY | _O_NONBLOCK | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
     if not follow_symlinks:
         flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
         raise SourceError(f"{path}: cannot open ({exc.strerror or exc})") from exc
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise SourceError(f"{path}: not a regular file")
+            raise SourceError(f"{path}: not a regular file ({_file_type(info.st_mode)})")
+        if not allow_hard_links and info.st_nlink > 1:
+            raise SourceError(
+                f"{path}: has {info.st_nlink} hard links, so the same file also lives "
+                "elsewhere, possibly outside the root; copy it instead of linking it"
+            )
+        if _O_NONBLOCK:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), info
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(
+    path: Path, max_bytes: int, *, follow_symlinks: bool = True, allow_hard_links: bool = True
+) -> bytes:
+    """Read a regular file (see :func:`open_regular`) of at most ``max_bytes``.
+
+    The size is checked before and while reading.
+    """
+    handle, info = open_regular(
+        path, follow_symlinks=follow_symlinks, allow_hard_links=allow_hard_links
+    )
+    with handle:
         if info.st_size > max_bytes:
             raise SourceError(
                 f"{path}: {info.st_size:,} bytes is over the {max_bytes:,}-byte limit for one "
@@ -153,6 +186,18 @@ def read_bounded(path: Path, max_bytes: int, *, follow_symlinks: bool = True) ->
     if len(data) > max_bytes:
         raise SourceError(f"{path}: grew past the {max_bytes:,}-byte limit while being read")
     return data
+
+
+def _file_type(mode: int) -> str:
+    """What a non-regular file is, for messages."""
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 def load_document(
@@ -220,12 +265,39 @@ def _load_planned(
 ) -> LoadedDocument | SkippedSource:
     try:
         data = read_bounded(path, max_file_bytes)
-        doc = load_bytes(data, source_id, path=shown)
+        secret = find_secret(data)
+        doc = load_bytes(data, source_id, path=shown) if secret is None else None
     except (SourceError, MissingExtraError) as exc:
         return SkippedSource(shown, str(exc))
+    secret = secret or find_secret(b"", doc.text if doc is not None else None)
+    if secret is not None or doc is None:
+        return SkippedSource(shown, secret or "unreadable")
     if not doc.text.strip():
         return SkippedSource(shown, "no text after extraction")
     return doc
+
+
+def _ignored_by_git(plan: Sequence[tuple[Path, str, str, Path]], timeout: float) -> dict[Path, str]:
+    """Planned files git ignores → why, for the planned inputs inside a git work tree."""
+    tops: dict[Path, Path | None] = {}
+    by_top: dict[Path, dict[str, Path]] = {}
+    for file, _, _, item in plan:
+        if item not in tops:
+            tops[item] = git_work_tree(item, timeout)
+        top = tops[item]
+        if top is None:
+            continue
+        try:
+            rel = file.resolve().relative_to(top.resolve()).as_posix()
+        except (OSError, ValueError):
+            continue
+        by_top.setdefault(top, {})[rel] = file
+    ignored: dict[Path, str] = {}
+    for top, files in by_top.items():
+        for rel, reason in git_ignored(top, sorted(files), timeout).items():
+            if rel in files:
+                ignored[files[rel]] = reason
+    return ignored
 
 
 def load_documents(
@@ -235,31 +307,43 @@ def load_documents(
     max_total_bytes: int = MAX_TOTAL_DOCUMENT_BYTES,
     max_documents: int = MAX_DOCUMENTS,
     progress: Callable[[int, int], None] | None = None,
+    gitignore: bool = True,
+    git_timeout: float = GIT_TIMEOUT_SECONDS,
 ) -> LoadResult:
     """Load files and folders (walked recursively) into documents.
 
     A file that cannot be read, decoded or parsed, is too large, has an unsupported
     type, needs a missing extra, has no text, or repeats a source id is skipped with
-    the reason; a path that does not exist, more than ``max_documents`` files or more
-    than ``max_total_bytes`` bytes raise :class:`SourceError`. ``progress(done, total)``
-    is called after each file.
+    the reason; so is a file carrying a secret marker (a private key, a URL with a
+    password, a service token: :func:`groundwire.ingest.safety.find_secret`) and, with
+    ``gitignore`` (the default), a file git ignores when the input lies in a git work
+    tree (the same rules as the repository corpus). A path that does not exist, more
+    than ``max_documents`` files or more than ``max_total_bytes`` bytes raise
+    :class:`SourceError`, and so does an input inside a work tree when git cannot run.
+    ``progress(done, total)`` is called after each file.
     """
     _positive("max_file_bytes", max_file_bytes)
     _positive("max_total_bytes", max_total_bytes)
     _positive("max_documents", max_documents)
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    plan: list[tuple[Path, str, str]] = []  # file, source id, path shown in chunks
+    plan: list[tuple[Path, str, str, Path]] = []  # file, source id, path shown, input
     skipped: list[SkippedSource] = []
     for item in items:
         path = Path(item)
         if path.is_dir():
             files, left_out = walk_folder(path)
-            plan.extend((file, rel, rel) for file, rel in files)
+            plan.extend((file, rel, rel, path) for file, rel in files)
             skipped.extend(left_out)
-        elif path.is_file():
-            plan.append((path, path.name, path.as_posix()))
+        elif path.exists():  # a file; a FIFO or device is skipped when read
+            plan.append((path, path.name, path.as_posix(), path))
         else:
             raise SourceError(f"{path}: no such file or folder")
+    if gitignore and plan:
+        ignored = _ignored_by_git(plan, git_timeout)
+        skipped.extend(
+            SkippedSource(shown, ignored[file]) for file, _, shown, _ in plan if file in ignored
+        )
+        plan = [step for step in plan if step[0] not in ignored]
     if len(plan) > max_documents:
         raise SourceError(
             f"{len(plan):,} files to load, over max_documents={max_documents:,}; load fewer "
@@ -268,7 +352,7 @@ def load_documents(
     documents: list[LoadedDocument] = []
     seen: dict[str, str] = {}
     total = 0
-    for done, (path, source_id, shown) in enumerate(plan, start=1):
+    for done, (path, source_id, shown, _) in enumerate(plan, start=1):
         if source_id in seen:
             reason = f"duplicate source id {source_id!r} (also {seen[source_id]}); load them apart"
             skipped.append(SkippedSource(shown, reason))

@@ -5,10 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
-
-from groundwire.errors import SourceError
 from groundwire.ingest._structure import markdown_sections
+from groundwire.ingest.parsing import parse_yaml
 from groundwire.model import Section
 
 __all__ = ["extract_markdown"]
@@ -22,23 +20,20 @@ def extract_markdown(
     """Body, title (front matter ``title``, else the first ``#`` heading), sections, metadata.
 
     A leading ``---`` block that parses as a YAML mapping is front matter: it is removed
-    from the text and kept as ``metadata["front_matter"]``. Invalid YAML there is an error
-    naming the line; a block that is not a mapping is left in the text.
+    from the text and kept as ``metadata["front_matter"]``. Invalid YAML there (or YAML
+    nested too deep) is an error naming the line; a block that is not a mapping is left
+    in the text.
     """
     metadata: dict[str, Any] = {}
     match = _FRONT_MATTER.match(text)
     if match is not None:
-        try:
-            data = yaml.safe_load(match.group(1) or "")
-        except yaml.YAMLError as exc:
-            # The context mark points at the construct that failed (an unclosed bracket).
-            mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 2}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or "invalid YAML"
-            raise SourceError(
-                f"{where}{line}: front matter is not valid YAML ({problem}); fix it or "
-                "remove the leading '---' block"
-            ) from exc
+        data = parse_yaml(
+            match.group(1) or "",
+            where,
+            line_offset=1,
+            what="front matter is not valid YAML",
+            fix="fix it or remove the leading '---' block",
+        )
         if isinstance(data, dict):
             metadata["front_matter"] = data
             text = text[match.end() :]
