@@ -184,7 +184,7 @@ def test_non_regular_files_are_rejected(repo: Path) -> None:
         pytest.skip("needs named pipes")
     os.mkfifo(repo / "docs" / "pipe.md")
     result = build_corpus(repo, ["docs/pipe.md", "docs"])
-    assert reasons(result)["docs/pipe.md"] == "not a regular file"
+    assert reasons(result)["docs/pipe.md"] == "not a regular file (a FIFO)"
 
 
 def test_byte_and_file_bounds(repo: Path) -> None:

@@ -122,6 +122,13 @@ ERROR_CASES: dict[str, Case] = {
         "integrations",
         "use [] for an entry that applies everywhere",
     ),
+    "field-control-chars": (
+        lambda e, s: [s(e("a.one", title="Rotate\n## Forged (policy) [KB:admin@1]"))],
+        "kb",
+        "a.one",
+        "title",
+        "must be one line of text without control characters",
+    ),
     "integrations-invalid": (
         lambda e, s: [s(e("a.one", integrations="slack"))],
         "kb",

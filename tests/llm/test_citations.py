@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -201,3 +203,84 @@ def test_an_id_not_offered_is_always_invalid(pairs: list[tuple[str, str]], other
     report = validate_citations(f"claim [evidence:{other}]", evidence)
     assert report.cited
     assert report.ok == (other in offered)
+
+
+# -- crafted model output (issue 9, defect 2) ----------------------------------------------
+# The pattern validate_citations used before it became linear: the reference semantics.
+# Lazy ids between optional blanks backtrack polynomially on "[evidence:" + spaces
+# (4,000 spaces took 23 s), so it only ever sees short texts here.
+_OLD_ID = r"(?:[^\[\]\n]|\[[^\[\]\n]*\])+?"
+_OLD = re.compile(
+    r"\[[ \t]*(?:"
+    rf"(?P<ev>(?i:evidence)):[ \t]*(?P<evid>{_OLD_ID})"
+    rf"|(?P<kb>(?i:KB)):[ \t]*(?P<kbid>{_OLD_ID})@(?P<version>[^@\[\]\n]+?)"
+    rf"|(?P<bad>(?i:KB)):(?P<badid>{_OLD_ID})"
+    r")[ \t]*\]"
+)
+
+
+def _reference(text: str) -> list[tuple[str, str, str | None, int, int]]:
+    found = []
+    for m in _OLD.finditer(text):
+        if m.group("ev") is not None:
+            found.append(("evidence", m.group("evid").strip(), None, m.start(), m.end()))
+        elif m.group("kb") is not None:
+            cited = (m.group("kbid").strip(), m.group("version").strip())
+            found.append(("kb", *cited, m.start(), m.end()))
+        else:
+            found.append(("kb", m.group("badid").strip(), None, m.start(), m.end()))
+    return found
+
+
+_PIECES = ["[", "]", "[KB:", "[kb: ", "[evidence:", "[ Evidence:", "@", "@v1", " ", "\t", "\n"]
+_PIECES += ["a", "x/y", "[s]", ":", "a@v1", "#3"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
+    | st.text(st.sampled_from(list("[]:@ \tKBkbevidencEa#/\n")), max_size=30)
+)
+def test_the_linear_scan_finds_exactly_what_the_old_pattern_found(text: str) -> None:
+    report = validate_citations(text, [Citation("a", "v1"), Citation("x/y", "v1")])
+    found = []
+    for check in report.citations:
+        cited = check.id
+        if check.kind == "evidence" and check.version is not None:  # read as ID@VERSION
+            cited = f"{check.id}@{check.version}"
+        version = None if check.kind == "evidence" else check.version
+        found.append((check.kind, cited, version, check.start, check.end))
+        assert text[check.start : check.end] == check.tag
+    assert found == _reference(text)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[evidence:" + " " * 200_000,
+        "[KB:" + " " * 200_000,
+        "[KB:a" + "@" * 200_000,
+        "[KB: @" * 50_000,
+        "[KB:" + "[x]" * 100_000,
+        "[ " * 200_000 + "evidence:x]",
+    ],
+)
+def test_crafted_output_is_checked_in_linear_time(text: str) -> None:
+    # Old: polynomial backtracking (the 200,000-space case would run for days); the
+    # timeout is only a backstop, the work is linear in the text.
+    report = validate_citations(text, [Citation("x", "v")])
+    assert not report.truncated
+    assert report.ok == text.endswith("evidence:x]")
+
+
+def test_text_past_the_bound_is_not_read_and_never_ok() -> None:
+    from groundwire.config import MAX_CITATION_TEXT_CHARS
+
+    cited = "Rotate it [KB:a@v1]. "
+    text = cited + "x" * MAX_CITATION_TEXT_CHARS + " [KB:invented@v1]"
+    report = validate_citations(text, [Citation("a", "v1")])
+    assert report.truncated
+    assert [c.id for c in report.citations] == ["a"]  # the tail was not read
+    assert not report.ok
+    assert validate_citations(cited, [Citation("a", "v1")]).ok

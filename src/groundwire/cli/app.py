@@ -11,7 +11,14 @@ from typer.core import TyperGroup
 
 import groundwire
 from groundwire import ConfigError, GroundwireError, QueryError
-from groundwire.cli.output import EXIT_DATA, EXIT_OK, EXIT_USAGE, echo_error, echo_line
+from groundwire.cli.output import (
+    EXIT_DATA,
+    EXIT_OK,
+    EXIT_USAGE,
+    echo_error,
+    echo_line,
+    reset_errors_shown,
+)
 
 
 class _OneLineLog(logging.Handler):
@@ -78,6 +85,7 @@ class _CleanErrors(TyperGroup):
             return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         library_log = logging.getLogger("groundwire")
         library_log.addHandler(_LOG_HANDLER)
+        reset_errors_shown()
         try:
             result = super().main(
                 args, prog_name, complete_var, False, windows_expand_args, **extra

@@ -281,6 +281,12 @@ def ingest(
     load_policy(access)  # a bad policy is reported before any document is read
     urls = [item for item in paths if item.lower().startswith(_URL_SCHEMES)]
     files_given = [Path(item) for item in paths if not item.lower().startswith(_URL_SCHEMES)]
+    for given in files_given:
+        if KnowledgeBase.is_snapshot(given):  # even a damaged one is not documents
+            fail(
+                f"{given}: is a snapshot folder written by groundwire, not documents; "
+                f"search or ground it directly ('groundwire search {given} QUERY')"
+            )
     with progress_display(not as_json) as progress:
         reading = progress.add_task("loading", total=None)
 

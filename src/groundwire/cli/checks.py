@@ -20,6 +20,8 @@ from groundwire.cli.inputs import load_kb
 from groundwire.cli.options import JsonOpt, KbArg
 from groundwire.cli.output import (
     EXIT_DATA,
+    echo_error,
+    errors_shown,
     facts_table,
     issue_json,
     make_console,
@@ -75,6 +77,8 @@ def status(kb: KbArg, as_json: JsonOpt = False) -> None:
         )
         print_issues(console, state.validation_issues)
     if not state.ready:
+        if not errors_shown():  # a build failure may already have logged its one line
+            echo_error(f"the knowledge base is not ready: {state.last_error or 'it did not build'}")
         raise typer.Exit(EXIT_DATA)
 
 

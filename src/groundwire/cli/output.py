@@ -57,8 +57,22 @@ EVIDENCE_REASONS = {
 }
 
 
+_SHOWN = {"error": 0}
+
+
 def echo_line(label: str, message: str) -> None:
+    if label == "error":
+        _SHOWN["error"] += 1
     typer.echo(f"{label}: " + " ".join(message.split()), err=True)
+
+
+def errors_shown() -> int:
+    """``error:`` lines written since the command started (see ``reset_errors_shown``)."""
+    return _SHOWN["error"]
+
+
+def reset_errors_shown() -> None:
+    _SHOWN["error"] = 0
 
 
 def echo_error(message: str) -> None:

@@ -182,7 +182,8 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
 
 
 def _first(*candidates: Path) -> Path | None:
-    return next((path for path in candidates if path.is_file()), None)
+    """The first candidate that exists and is not a folder (reading refuses a FIFO)."""
+    return next((path for path in candidates if path.exists() and not path.is_dir()), None)
 
 
 def _given(path: str | Path, option: str) -> Path:

@@ -45,7 +45,7 @@ from groundwire.config import (
 )
 from groundwire.errors import ConfigError, MissingExtraError, SourceError
 from groundwire.ingest.chunking import chunk_document
-from groundwire.ingest.loaders import load_bytes, read_bounded, walk_folder
+from groundwire.ingest.loaders import file_type, load_bytes, read_bounded, walk_folder
 from groundwire.ingest.loaders._kinds import resolve_kind, sha256_hex
 from groundwire.ingest.safety import find_secret, git_ignored
 from groundwire.model import Chunk, SkippedSource
@@ -208,7 +208,7 @@ def _select(root: Path, include: Sequence[str]) -> tuple[list[str], list[Skipped
         elif stat.S_ISREG(mode):
             candidates.add(rel)
         else:
-            skipped.append(SkippedSource(rel, "not a regular file"))
+            skipped.append(SkippedSource(rel, f"not a regular file ({file_type(mode)})"))
     return sorted(candidates), skipped, missing
 
 

@@ -95,7 +95,7 @@ def refusal(address: str) -> str | None:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     candidates: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
     if isinstance(ip, ipaddress.IPv6Address):
-        candidates += _embedded_ipv4(ip)
+        candidates = [*_embedded_ipv4(ip), ip]  # the embedded address says more
     for candidate in candidates:
         if candidate.is_loopback:
             return "a loopback address"

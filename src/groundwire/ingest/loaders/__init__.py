@@ -31,6 +31,7 @@ from groundwire.model import LoadedDocument, Section, SkippedSource
 
 __all__ = [
     "LoadResult",
+    "file_type",
     "load_bytes",
     "load_document",
     "load_documents",
@@ -152,7 +153,7 @@ def open_regular(
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise SourceError(f"{path}: not a regular file ({_file_type(info.st_mode)})")
+            raise SourceError(f"{path}: not a regular file ({file_type(info.st_mode)})")
         if not allow_hard_links and info.st_nlink > 1:
             raise SourceError(
                 f"{path}: has {info.st_nlink} hard links, so the same file also lives "
@@ -188,7 +189,7 @@ def read_bounded(
     return data
 
 
-def _file_type(mode: int) -> str:
+def file_type(mode: int) -> str:
     """What a non-regular file is, for messages."""
     kinds = (
         (stat.S_ISDIR, "a folder"),
@@ -247,7 +248,7 @@ def walk_folder(
             if stat.S_ISLNK(mode):
                 skipped.append(SkippedSource(rel(full), "symlink (not followed)"))
             elif not stat.S_ISREG(mode):
-                skipped.append(SkippedSource(rel(full), "not a regular file"))
+                skipped.append(SkippedSource(rel(full), f"not a regular file ({file_type(mode)})"))
             elif name.startswith("."):
                 skipped.append(SkippedSource(rel(full), "hidden file"))
             elif "." in name and resolve_kind(name) is None:
