@@ -83,6 +83,8 @@ FAKE_SERVERS = load_by_path("fake_servers", ROOT / "tests" / "llm" / "fake_serve
 
 #: A raw-socket HTTP server on 127.0.0.1 that misbehaves on purpose (tests/ingest/).
 HOSTILE = load_by_path("hostile_server", ROOT / "tests" / "ingest" / "hostile_server.py")
+#: The fuzz suite's settings profile and example counter (tests/fuzz/fuzz_support.py).
+FUZZ_SUPPORT = load_by_path("fuzz_support", ROOT / "tests" / "fuzz" / "fuzz_support.py")
 
 
 @pytest.fixture

@@ -239,3 +239,11 @@ def test_metadata_with_mixed_keys_and_sets_hashes_and_saves(tmp_path: Path) -> N
         for seed in ("1", "2", "3")
     }
     assert hashes == {content_hash(report.entries)}
+
+
+def test_characters_yaml_refuses_are_a_source_error() -> None:
+    # Found by the fuzz suite: PyYAML's reader refuses some characters when it starts.
+    from groundwire.ingest.parsing import parse_yaml
+
+    with pytest.raises(SourceError, match=r"source\.yaml: invalid YAML"):
+        parse_yaml("id: kb\x0b", "source.yaml")

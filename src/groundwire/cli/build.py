@@ -191,6 +191,8 @@ def _fetch_all(
                 total += len(document.text.encode("utf-8"))
         on_done()
     return documents, skipped, total
+
+
 _CHUNKING = ChunkingConfig()
 
 

@@ -52,6 +52,7 @@ from groundwire.model import Chunk, SkippedSource
 
 __all__ = ["CorpusResult", "CorpusSource", "build_corpus"]
 
+
 @dataclass(frozen=True, slots=True)
 class CorpusSource:
     """One included file: relative path, hashes, size and its chunks."""

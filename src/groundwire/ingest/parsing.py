@@ -128,8 +128,9 @@ def parse_yaml(
     Errors read ``{where}:{line}: {what} ({problem}); {fix}``; ``line_offset`` is added
     to the line, for front matter that starts below the top of its file.
     """
-    loader = _BoundedLoader(text)
+    loader: _BoundedLoader | None = None
     try:
+        loader = _BoundedLoader(text)  # the reader already refuses some characters
         value = loader.get_single_data()
     except yaml.YAMLError as exc:
         # The context mark points at the construct that failed (e.g. an unclosed
@@ -145,6 +146,7 @@ def parse_yaml(
     except RecursionError as exc:  # pragma: no cover - the depth bounds above come first
         raise _too_deep(where, MAX_NESTING_DEPTH) from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     check_nesting(value, where, max_values=len(text) + 1)
     return value
