@@ -247,3 +247,9 @@ def test_characters_yaml_refuses_are_a_source_error() -> None:
 
     with pytest.raises(SourceError, match=r"source\.yaml: invalid YAML"):
         parse_yaml("id: kb\x0b", "source.yaml")
+
+
+def test_a_processing_instruction_in_html_is_skipped() -> None:
+    # Found by the fuzz suite: "<?h1>" is a node without a tag name (AttributeError).
+    document = load_bytes(b"<html><body><h1>A<?h1></h1><p>text</p></body></html>", "x.html")
+    assert document.text == "A\n\ntext"

@@ -94,6 +94,8 @@ def extract_html(source: str) -> tuple[str, str | None, list[Section], dict[str,
     while stack:
         node, entering = stack.pop()
         tag = node.tag
+        if tag is None:  # a processing instruction or bogus comment (<?x>): no content
+            continue
         if not entering:
             if tag in _HEADINGS and heading is not None:
                 level, first, _ = heading
