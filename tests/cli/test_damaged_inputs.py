@@ -290,3 +290,48 @@ def test_eval_on_a_damaged_dataset_is_one_error(tmp_path: Path, damage: str, exp
         (root / "queries.jsonl").unlink()
         os.mkfifo(root / "queries.jsonl")
     assert_one_error(groundwire("eval", root, real=damage == "fifo"), expected)
+
+
+# -- memory: add, recall, forget, show, graph, stats ----------------------------------------
+MEMORY_COMMANDS = {
+    "add": ["Rotate the API key every 90 days."],
+    "recall": ["api key"],
+    "forget": ["mem-1"],
+    "show": ["mem-1"],
+    "graph": [],
+    "stats": [],
+}
+
+
+@pytest.fixture(scope="module")
+def memory_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("memory") / "agent.db"
+    for text in ("Alice rotates the API keys.", "Webhooks retry eight times."):
+        done = groundwire("memory", "add", store, text)
+        assert done.returncode == 0, done.stderr
+    return store
+
+
+def memory_damage(kind: str, store: Path, into: Path) -> Path:
+    target = into / "agent.db"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "folder":
+        target.mkdir()
+    elif kind == "truncated":
+        target.write_bytes(store.read_bytes()[:100])
+    elif kind == "bit-flip header":
+        data = bytearray(store.read_bytes())
+        data[0] ^= 0x20  # "SQLite format 3" no more
+        target.write_bytes(bytes(data))
+    return target
+
+
+@pytest.mark.parametrize("damage", ["fifo", "folder", "truncated", "bit-flip header"])
+@pytest.mark.parametrize("command", sorted(MEMORY_COMMANDS))
+def test_a_damaged_memory_store_is_one_error(
+    memory_store: Path, tmp_path: Path, command: str, damage: str
+) -> None:
+    target = memory_damage(damage, memory_store, tmp_path)
+    real = command == "add" and damage == "fifo"
+    assert_one_error(groundwire("memory", command, target, *MEMORY_COMMANDS[command], real=real))

@@ -12,7 +12,7 @@ from groundwire import Citation, validate_citations
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 PIECES = ["[", "]", "[KB:", "[kb:", "[evidence:", "[ EVIDENCE: ", "@", "@v1", " ", "\t", "\n"]
-PIECES += ["a", "docs/[slug].md#0", "x@y", ":", "\u200b", "]]", "[[", "a@v1]", "\\"]
+PIECES += ["[MEM:", "a", "docs/[slug].md#0", "x@y", ":", "\u200b", "]]", "[[", "a@v1]", "\\"]
 TEXTS = (
     st.lists(st.sampled_from(PIECES) | st.text(max_size=4), max_size=60).map("".join)
     | st.text(max_size=300)

@@ -213,6 +213,7 @@ _OLD_ID = r"(?:[^\[\]\n]|\[[^\[\]\n]*\])+?"
 _OLD = re.compile(
     r"\[[ \t]*(?:"
     rf"(?P<ev>(?i:evidence)):[ \t]*(?P<evid>{_OLD_ID})"
+    rf"|(?P<mem>(?i:MEM)):[ \t]*(?P<memid>{_OLD_ID})"
     rf"|(?P<kb>(?i:KB)):[ \t]*(?P<kbid>{_OLD_ID})@(?P<version>[^@\[\]\n]+?)"
     rf"|(?P<bad>(?i:KB)):(?P<badid>{_OLD_ID})"
     r")[ \t]*\]"
@@ -224,6 +225,8 @@ def _reference(text: str) -> list[tuple[str, str, str | None, int, int]]:
     for m in _OLD.finditer(text):
         if m.group("ev") is not None:
             found.append(("evidence", m.group("evid").strip(), None, m.start(), m.end()))
+        elif m.group("mem") is not None:
+            found.append(("memory", m.group("memid").strip(), None, m.start(), m.end()))
         elif m.group("kb") is not None:
             cited = (m.group("kbid").strip(), m.group("version").strip())
             found.append(("kb", *cited, m.start(), m.end()))
@@ -232,14 +235,15 @@ def _reference(text: str) -> list[tuple[str, str, str | None, int, int]]:
     return found
 
 
-_PIECES = ["[", "]", "[KB:", "[kb: ", "[evidence:", "[ Evidence:", "@", "@v1", " ", "\t", "\n"]
+_PIECES = ["[", "]", "[KB:", "[kb: ", "[evidence:", "[ Evidence:", "[MEM:", "@", "@v1", " ", "\t"]
+_PIECES += ["\n"]
 _PIECES += ["a", "x/y", "[s]", ":", "a@v1", "#3"]
 
 
 @settings(max_examples=600, deadline=None)
 @given(
     st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
-    | st.text(st.sampled_from(list("[]:@ \tKBkbevidencEa#/\n")), max_size=30)
+    | st.text(st.sampled_from(list("[]:@ \tKBkbevidencEMa#/\n")), max_size=30)
 )
 def test_the_linear_scan_finds_exactly_what_the_old_pattern_found(text: str) -> None:
     report = validate_citations(text, [Citation("a", "v1"), Citation("x/y", "v1")])
