@@ -92,9 +92,17 @@ class HostileServer:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def last(self, path: str) -> Connection:
-        """The latest connection to ``path``, once the server is done with it."""
-        with self._lock:
-            found = [c for c in self.connections if c.path == path]
+        """The latest connection to ``path``, once the server is done with it.
+
+        The client may give up before the server's thread has read the request (a loaded
+        machine), so this waits (bounded) for the connection to be recorded.
+        """
+        found: list[Connection] = []
+        for _ in range(300):
+            with self._lock:
+                found = [c for c in self.connections if c.path == path]
+            if found or self.stopping.wait(0.1):
+                break
         assert found, f"no request for {path}"
         assert found[-1].done.wait(30), f"the server is still sending {path}"
         return found[-1]
