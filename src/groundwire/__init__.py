@@ -32,6 +32,7 @@ from groundwire.config import (
     GroundingConfig,
     HybridSettings,
     IndexSettings,
+    MemoryPipelineConfig,
     MemoryRecallConfig,
     RelevanceGate,
     RetrievalConfig,
@@ -147,6 +148,12 @@ from groundwire.memory import (
     RecalledMemory,
     render_memory_block,
 )
+from groundwire.memory.pipeline import (
+    JobOutcome,
+    MemoryPipeline,
+    SummarizedRecall,
+    SummaryCard,
+)
 from groundwire.model import (
     ChannelScore,
     Chunk,
@@ -253,6 +260,7 @@ __all__ = [
     "IndexFormatError",
     "IndexSettings",
     "IngestReport",
+    "JobOutcome",
     "JsonLinesAuditSink",
     "KnowledgeAccessGuard",
     "KnowledgeBase",
@@ -270,6 +278,8 @@ __all__ = [
     "MemoryAuditSink",
     "MemoryBlock",
     "MemoryEntity",
+    "MemoryPipeline",
+    "MemoryPipelineConfig",
     "MemoryRecall",
     "MemoryRecallConfig",
     "MemoryRelation",
@@ -314,6 +324,8 @@ __all__ = [
     "StaticSpace",
     "StreamEvent",
     "StreamResult",
+    "SummarizedRecall",
+    "SummaryCard",
     "Tool",
     "ToolCall",
     "ToolLoopResult",

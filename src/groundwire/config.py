@@ -25,6 +25,7 @@ __all__ = [
     "GroundingConfig",
     "HybridSettings",
     "IndexSettings",
+    "MemoryPipelineConfig",
     "MemoryRecallConfig",
     "RelevanceGate",
     "RetrievalConfig",
@@ -1103,3 +1104,175 @@ class MemoryRecallConfig:
             "currentness", "importance",
         ):  # fmt: skip
             _require(isinstance(getattr(self, name), bool), name, getattr(self, name), "a bool")
+
+
+# --- Agent memory: the write pipeline (groundwire.memory.pipeline) ---------------------------
+#: Seconds an idle worker waits between polls of the job queue (range below): new work
+#: is picked up within seconds without keeping a core busy.
+MEMORY_WORKER_POLL_S: Final = 5.0
+MEMORY_WORKER_POLL_RANGE_S: Final = (1.0, 60.0)
+#: Seconds a claimed job stays leased to its worker; renewed before every model call, so
+#: it only has to outlast the longest call. A crashed worker's job is picked up again
+#: after it. Must exceed every call timeout.
+MEMORY_JOB_LEASE_S: Final = 300.0
+#: Attempts before a job is given up ("dead"): rides out a short outage or a model that
+#: answers badly a few times, without paying for a broken prompt forever.
+MEMORY_JOB_MAX_ATTEMPTS: Final = 5
+#: Backoff of a failed job: first wait, doubled per attempt, capped (no jitter: one
+#: worker per store is the common case and the queue order stays deterministic).
+MEMORY_JOB_BACKOFF_S: Final = 10.0
+MEMORY_JOB_BACKOFF_MAX_S: Final = 900.0
+#: Model calls one memory may cause over its life (extraction, decision, contradiction
+#: checks, hints, retries): peers are reported to spend thousands on small inputs.
+MEMORY_MAX_CALLS_PER_MEMORY: Final = 8
+#: Model calls per rolling minute across every worker of a store: one a second keeps a
+#: background worker well inside common API rate limits.
+MEMORY_MAX_CALLS_PER_MINUTE: Final = 60
+#: Range of every model-call timeout in seconds (seed 002's 5 s to 5 min).
+MEMORY_CALL_TIMEOUT_RANGE_S: Final = (5.0, 300.0)
+#: Timeout of an extraction or decision call: a few turns in, a JSON list of facts out.
+MEMORY_EXTRACTION_TIMEOUT_S: Final = 120.0
+#: Facts one extraction may return: a few turns rarely hold more; bounds the writes and
+#: the size of the decision prompt.
+MEMORY_MAX_FACTS: Final = 20
+#: Similar existing memories shown to the decision step per fact: enough to find the one
+#: a fact updates, few enough to keep the prompt short.
+MEMORY_DECISION_CANDIDATES: Final = 5
+#: What happens to update and delete proposals: "block" records and never applies them
+#: (the default: a model never rewrites memory unasked), "shadow" stages them for review,
+#: "apply" applies them (contradiction-flagged ones still go to review).
+MEMORY_UPDATE_POLICIES: Final[tuple[str, ...]] = ("block", "shadow", "apply")
+MEMORY_UPDATE_POLICY: Final = "block"
+#: Contradiction detection: shared content tokens the syntactic check needs, and the
+#: overlap that makes a semantic (model) check worth a call (seed 002's values).
+MEMORY_CONTRADICTION_MIN_OVERLAP: Final = 2
+MEMORY_SEMANTIC_MIN_OVERLAP: Final = 3
+#: Semantic contradiction checks are on by default (advisory only); their timeout.
+MEMORY_SEMANTIC_CONTRADICTION: Final = True
+MEMORY_CONTRADICTION_TIMEOUT_S: Final = 120.0
+#: A semantic verdict flags a proposal for review at this confidence or above.
+MEMORY_CONTRADICTION_MIN_CONFIDENCE: Final = 0.5
+#: Prospective hints: off by default (a model call per memory); questions per memory
+#: (range 1-20, seed 002's); timeout; longest hint kept (a question, not a paragraph).
+MEMORY_HINTS_ENABLED: Final = False
+MEMORY_HINTS_MAX: Final = 5
+MEMORY_HINTS_TIMEOUT_S: Final = 45.0
+MEMORY_HINT_MAX_CHARS: Final = 200
+#: Aspect feedback: weight gained per confirming memory in a session, and the clamp.
+#: Ten confirming sessions take a new aspect (1.0) to the ceiling; the floor keeps a
+#: decayed aspect recoverable.
+MEMORY_ASPECT_DELTA: Final = 0.1
+MEMORY_ASPECT_MIN_WEIGHT: Final = 0.1
+MEMORY_ASPECT_MAX_WEIGHT: Final = 2.0
+#: Decay: aspects not updated for this many days lose decay_rate (floored at the minimum)
+#: every N ended sessions of a scope: a month unused is stale, and a counter keeps the
+#: sweep off the hot path.
+MEMORY_ASPECT_STALE_DAYS: Final = 30.0
+MEMORY_ASPECT_DECAY_RATE: Final = 0.05
+MEMORY_DECAY_EVERY_SESSIONS: Final = 10
+#: Continuity scoring timeout, and the transcript characters sent (its end is kept: the
+#: latest turns show whether memory helped).
+MEMORY_SCORING_TIMEOUT_S: Final = 120.0
+MEMORY_TRANSCRIPT_MAX_CHARS: Final = 24_000
+#: Summary card at recall: memories it may draw on, longest card, and a short timeout
+#: (it sits on the recall path, and recall never waits long for it).
+MEMORY_SUMMARY_TOP: Final = 5
+MEMORY_SUMMARY_MAX_CHARS: Final = 800
+MEMORY_SUMMARY_TIMEOUT_S: Final = 10.0
+MEMORY_SUMMARY_TIMEOUT_RANGE_S: Final = (1.0, 60.0)
+#: Characters of a rejected model output kept with its call record: enough to see why.
+MEMORY_CALL_OUTPUT_CHARS: Final = 4_000
+#: Output tokens asked for per call: extraction and scoring write JSON, hints a list.
+MEMORY_CALL_MAX_TOKENS: Final = 2_048
+
+
+def _within(option: str, value: object, bounds: tuple[float, float]) -> None:
+    low, high = bounds
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    ok = ok and math.isfinite(float(value)) and low <= float(value) <= high  # type: ignore[arg-type]
+    _require(ok, option, value, f"a number of seconds from {low:g} to {high:g}")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPipelineConfig:
+    """How the memory write pipeline works: queue, model calls, and each job kind.
+
+    Every number defaults to the constant above it in ``config.py``. ``model`` names
+    the model to ask (None: the provider's default).
+    """
+
+    model: str | None = None
+    poll_interval_s: float = MEMORY_WORKER_POLL_S
+    lease_s: float = MEMORY_JOB_LEASE_S
+    max_attempts: int = MEMORY_JOB_MAX_ATTEMPTS
+    backoff_s: float = MEMORY_JOB_BACKOFF_S
+    backoff_max_s: float = MEMORY_JOB_BACKOFF_MAX_S
+    max_calls_per_memory: int = MEMORY_MAX_CALLS_PER_MEMORY
+    max_calls_per_minute: int = MEMORY_MAX_CALLS_PER_MINUTE
+    max_output_tokens: int = MEMORY_CALL_MAX_TOKENS
+    extraction: bool = True
+    extraction_timeout_s: float = MEMORY_EXTRACTION_TIMEOUT_S
+    max_facts: int = MEMORY_MAX_FACTS
+    decision_candidates: int = MEMORY_DECISION_CANDIDATES
+    update_policy: str = MEMORY_UPDATE_POLICY
+    semantic_contradiction: bool = MEMORY_SEMANTIC_CONTRADICTION
+    contradiction_timeout_s: float = MEMORY_CONTRADICTION_TIMEOUT_S
+    contradiction_min_confidence: float = MEMORY_CONTRADICTION_MIN_CONFIDENCE
+    hints: bool = MEMORY_HINTS_ENABLED
+    hints_max: int = MEMORY_HINTS_MAX
+    hints_timeout_s: float = MEMORY_HINTS_TIMEOUT_S
+    hint_max_chars: int = MEMORY_HINT_MAX_CHARS
+    feedback: bool = True
+    aspect_delta: float = MEMORY_ASPECT_DELTA
+    aspect_min_weight: float = MEMORY_ASPECT_MIN_WEIGHT
+    aspect_max_weight: float = MEMORY_ASPECT_MAX_WEIGHT
+    stale_days: float = MEMORY_ASPECT_STALE_DAYS
+    decay_rate: float = MEMORY_ASPECT_DECAY_RATE
+    decay_every_sessions: int = MEMORY_DECAY_EVERY_SESSIONS
+    scoring: bool = True
+    scoring_timeout_s: float = MEMORY_SCORING_TIMEOUT_S
+    transcript_max_chars: int = MEMORY_TRANSCRIPT_MAX_CHARS
+    summary_top: int = MEMORY_SUMMARY_TOP
+    summary_max_chars: int = MEMORY_SUMMARY_MAX_CHARS
+    summary_timeout_s: float = MEMORY_SUMMARY_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        _require(
+            self.model is None or (isinstance(self.model, str) and self.model.strip() != ""),
+            "model", self.model, "a model name or None",
+        )  # fmt: skip
+        _within("poll_interval_s", self.poll_interval_s, MEMORY_WORKER_POLL_RANGE_S)
+        for name in (
+            "extraction_timeout_s", "contradiction_timeout_s", "hints_timeout_s",
+            "scoring_timeout_s",
+        ):  # fmt: skip
+            _within(name, getattr(self, name), MEMORY_CALL_TIMEOUT_RANGE_S)
+        _within("summary_timeout_s", self.summary_timeout_s, MEMORY_SUMMARY_TIMEOUT_RANGE_S)
+        longest = max(
+            self.extraction_timeout_s, self.contradiction_timeout_s, self.hints_timeout_s,
+            self.scoring_timeout_s,
+        )  # fmt: skip
+        _finite("lease_s", self.lease_s)
+        _require(
+            self.lease_s > longest, "lease_s", self.lease_s,
+            f"more seconds than the longest call timeout ({longest:g} s)",
+        )  # fmt: skip
+        _finite("backoff_s", self.backoff_s)
+        _finite("backoff_max_s", self.backoff_max_s, minimum=float(self.backoff_s))
+        for name in (
+            "max_attempts", "max_calls_per_memory", "max_calls_per_minute", "max_output_tokens",
+            "max_facts", "decision_candidates", "hint_max_chars", "decay_every_sessions",
+            "transcript_max_chars", "summary_top", "summary_max_chars",
+        ):  # fmt: skip
+            _positive_int(name, getattr(self, name))
+        _positive_int("hints_max", self.hints_max, MEMORY_MAX_HINTS)
+        _require(
+            self.update_policy in MEMORY_UPDATE_POLICIES, "update_policy", self.update_policy,
+            f"one of {', '.join(MEMORY_UPDATE_POLICIES)}",
+        )  # fmt: skip
+        for name in ("extraction", "semantic_contradiction", "hints", "feedback", "scoring"):
+            _require(isinstance(getattr(self, name), bool), name, getattr(self, name), "a bool")
+        _unit("contradiction_min_confidence", self.contradiction_min_confidence)
+        for name in ("aspect_delta", "aspect_min_weight", "stale_days", "decay_rate"):
+            _finite(name, getattr(self, name))
+        _finite("aspect_max_weight", self.aspect_max_weight, minimum=float(self.aspect_min_weight))

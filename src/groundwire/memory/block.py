@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -28,6 +28,7 @@ MEMORY_INSTRUCTIONS: Final = (
 )
 _OPEN: Final = "<recalled_memories>"
 _CLOSE: Final = "</recalled_memories>"
+_SUMMARY: Final = "<memory_summary>\n{}\n</memory_summary>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class MemoryBlock:
     tokens: int
     kind: Literal["memory"] = "memory"
     trusted: bool = False
+    summary: str | None = None
 
 
 def _line(recalled: object) -> str:
@@ -64,8 +66,14 @@ def render_memory_block(
     *,
     max_tokens: int = MEMORY_BLOCK_MAX_TOKENS,
     token_estimator: Callable[[str], int] = estimate_tokens,
+    summary: str | None = None,
+    summary_ids: Sequence[str] = (),
 ) -> MemoryBlock | None:
-    """The block for ``recall``'s memories within ``max_tokens``; None when none fits."""
+    """The block for ``recall``'s memories within ``max_tokens``; None when none fits.
+
+    ``summary`` (a summary card citing ``summary_ids``) goes first when it fits and every
+    memory it cites is in the block; otherwise it is left out.
+    """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ConfigError(f"max_tokens={max_tokens!r} is invalid: expected an integer >= 1")
     lines: list[str] = []
@@ -84,8 +92,16 @@ def render_memory_block(
         kept.append(recalled.memory.id)
     if not kept:
         return None
-    content = "\n".join([MEMORY_INSTRUCTIONS, _OPEN, *lines, _CLOSE])
-    return MemoryBlock(content, tuple(kept), tuple(dropped), token_estimator(content))
+    head = [MEMORY_INSTRUCTIONS]
+    card = _SUMMARY.format(summary) if summary else None
+    cited = set(summary_ids) <= set(kept)
+    if card is not None and cited and used + token_estimator(card + "\n") <= max_tokens:
+        head.append(card)
+    content = "\n".join([*head, _OPEN, *lines, _CLOSE])
+    shown = summary if len(head) > 1 else None
+    return MemoryBlock(
+        content, tuple(kept), tuple(dropped), token_estimator(content), summary=shown
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -235,10 +235,84 @@ _V2_GRAPH: Final[tuple[str, ...]] = (
     " FOREIGN KEY (tenant, agent, session_id) REFERENCES sessions (tenant, agent, id))",
 )
 
+_V3_PIPELINE: Final[tuple[str, ...]] = (
+    # What a job did (JSON), and when its last attempt started and finished.
+    "ALTER TABLE memory_jobs ADD COLUMN result TEXT",
+    "ALTER TABLE memory_jobs ADD COLUMN started_at REAL",
+    "ALTER TABLE memory_jobs ADD COLUMN finished_at REAL",
+    "CREATE INDEX memory_jobs_lease ON memory_jobs (state, lease_expires_at)",
+    # Aspect feedback is applied once per session: re-running it changes nothing.
+    "ALTER TABLE sessions ADD COLUMN feedback_at REAL",
+    # Every model call the pipeline made or is making (outcome NULL while it runs): the
+    # per-memory and per-minute budgets count these rows; rejected output is kept here.
+    "CREATE TABLE model_calls ("
+    " id INTEGER PRIMARY KEY,"
+    " tenant TEXT NOT NULL,"
+    " agent TEXT NOT NULL,"
+    " job_id INTEGER,"
+    " memory_id TEXT,"
+    " session_id TEXT,"
+    " kind TEXT NOT NULL,"
+    " provider TEXT,"
+    " model TEXT,"
+    " started_at REAL NOT NULL,"
+    " duration_ms REAL,"
+    " outcome TEXT CHECK (outcome IN"
+    "  ('ok', 'rejected', 'timeout', 'error', 'empty', 'abandoned')),"
+    " error TEXT,"
+    " output TEXT)",
+    "CREATE INDEX model_calls_memory ON model_calls (memory_id)",
+    "CREATE INDEX model_calls_started ON model_calls (started_at)",
+    # What the extraction's decision step proposed, and what became of it.
+    "CREATE TABLE memory_proposals ("
+    " id INTEGER PRIMARY KEY,"
+    " tenant TEXT NOT NULL,"
+    " agent TEXT NOT NULL,"
+    " job_id INTEGER NOT NULL,"
+    " position INTEGER NOT NULL,"  # the fact's index in the extraction
+    " source_memory_id TEXT NOT NULL,"
+    " operation TEXT NOT NULL CHECK (operation IN ('add', 'update', 'delete', 'none')),"
+    " target_memory_id TEXT,"
+    " content TEXT NOT NULL,"
+    " fact TEXT NOT NULL,"  # JSON: the validated fact with its graph
+    " reason TEXT NOT NULL DEFAULT '',"
+    " status TEXT NOT NULL CHECK (status IN ('applied', 'blocked', 'shadow', 'review',"
+    "  'approved', 'rejected', 'skipped')),"
+    " flagged INTEGER NOT NULL DEFAULT 0 CHECK (flagged IN (0, 1)),"
+    " contradiction TEXT,"  # JSON: method, contradicts, confidence, reasoning
+    " result_memory_id TEXT,"
+    " created_at REAL NOT NULL,"
+    " resolved_at REAL,"
+    " UNIQUE (job_id, position))",
+    "CREATE INDEX memory_proposals_status ON memory_proposals (tenant, agent, status)",
+    # Append-only: every operation applied to memory by the pipeline, with its inputs.
+    "CREATE TABLE memory_audit ("
+    " id INTEGER PRIMARY KEY,"
+    " tenant TEXT NOT NULL,"
+    " agent TEXT NOT NULL,"
+    " proposal_id INTEGER REFERENCES memory_proposals (id),"
+    " job_id INTEGER,"
+    " operation TEXT NOT NULL,"
+    " memory_id TEXT,"
+    " target_memory_id TEXT,"
+    " inputs TEXT NOT NULL,"  # JSON
+    " actor TEXT NOT NULL,"
+    " applied_at REAL NOT NULL)",
+    "CREATE INDEX memory_audit_scope ON memory_audit (tenant, agent, applied_at)",
+    # Per-scope counters: feedback telemetry and the every-N-sessions decay counter.
+    "CREATE TABLE pipeline_counters ("
+    " tenant TEXT NOT NULL,"
+    " agent TEXT NOT NULL,"
+    " name TEXT NOT NULL,"
+    " value INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (tenant, agent, name)) WITHOUT ROWID",
+)
+
 #: Every migration, oldest first: (version, name, statements). Append only.
 MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
     (1, "memories, full-text index, embeddings, sessions", _V1_CORE),
     (2, "knowledge graph, attributes, hints, job queue, session scores", _V2_GRAPH),
+    (3, "write pipeline: job results, model calls, proposals, audit, counters", _V3_PIPELINE),
 )
 #: The version this code writes.
 LATEST_VERSION: Final = MIGRATIONS[-1][0]

@@ -362,10 +362,7 @@ class MemoryStore:
             seq = self._visible(conn, scope, memory_id)
             if seq is None:
                 return False
-            conn.execute(
-                "UPDATE memories SET deleted = 1, deleted_at = ?, updated_at = ? WHERE seq = ?",
-                (self.now(), self.now(), seq),
-            )
+            writes.forget_memory(conn, seq, self.now())
             return True
 
     def pin(self, scope: MemoryScope, memory_id: str, pinned: bool = True) -> bool:

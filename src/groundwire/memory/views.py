@@ -9,7 +9,22 @@ from typing import Any
 from groundwire.memory.graph import canonical_name
 from groundwire.memory.records import MemoryScope
 
-__all__ = ["counts", "entity_rows", "memory_links", "session_rows"]
+__all__ = [
+    "FEEDBACK_COUNTERS",
+    "counts",
+    "entity_rows",
+    "memory_links",
+    "pipeline_counts",
+    "session_rows",
+]
+
+#: Telemetry counters of the write pipeline's aspect feedback, per scope.
+FEEDBACK_COUNTERS = (
+    "aspects_updated",
+    "fts_confirmations",
+    "decayed_aspects",
+    "propagated_attributes",
+)
 
 _SESSION_KEYS = (
     "memory_id",
@@ -132,4 +147,37 @@ def counts(conn: sqlite3.Connection, scope: MemoryScope | None) -> dict[str, Any
         "sessions": count("SELECT COUNT(*) FROM sessions WHERE {where}"),
         "jobs": dict(jobs),
         "embeddings": int(conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]),
+        "pipeline": pipeline_counts(conn, scope),
+    }
+
+
+def pipeline_counts(conn: sqlite3.Connection, scope: MemoryScope | None) -> dict[str, Any]:
+    """The write pipeline's record: model calls by outcome and kind, proposals by status,
+    audited operations, and the feedback counters (of one scope or the whole file)."""
+    if scope is None:
+        where, params = "1", []
+    else:
+        where, params = "tenant = ? AND agent = ?", [scope.tenant, scope.agent]
+
+    def grouped(sql: str) -> dict[str, int]:
+        rows = conn.execute(sql.format(where=where), params).fetchall()
+        return {str(key): int(n) for key, n in rows}
+
+    counters = grouped("SELECT name, SUM(value) FROM pipeline_counters WHERE {where} GROUP BY name")
+    return {
+        "model_calls": grouped(
+            "SELECT COALESCE(outcome, 'running'), COUNT(*) FROM model_calls WHERE {where}"
+            " GROUP BY 1 ORDER BY 1"
+        ),
+        "model_calls_by_kind": grouped(
+            "SELECT kind, COUNT(*) FROM model_calls WHERE {where} GROUP BY kind ORDER BY kind"
+        ),
+        "proposals": grouped(
+            "SELECT status, COUNT(*) FROM memory_proposals WHERE {where} GROUP BY status"
+            " ORDER BY status"
+        ),
+        "audited": int(
+            conn.execute(f"SELECT COUNT(*) FROM memory_audit WHERE {where}", params).fetchone()[0]
+        ),
+        "feedback": {name: counters.get(name, 0) for name in FEEDBACK_COUNTERS},
     }

@@ -41,6 +41,7 @@ from groundwire.text import Analyzer
 __all__ = [
     "MemoryInput",
     "check_hints",
+    "forget_memory",
     "memory_id_for",
     "prepare",
     "write_hints",
@@ -357,4 +358,13 @@ def write_vectors(
         "INSERT OR IGNORE INTO embeddings (content_hash, model_id, dimensions, vector,"
         " created_at) VALUES (?, ?, ?, ?, ?)",
         [(h, model, dims, blob, now) for h, blob in vectors.items()],
+    )
+
+
+def forget_memory(conn: sqlite3.Connection, seq: int, now: float) -> None:
+    """Soft-delete the memory at ``seq``: its triggers take it out of text search, hints
+    and the graph in the same statement (inside the caller's transaction)."""
+    conn.execute(
+        "UPDATE memories SET deleted = 1, deleted_at = ?, updated_at = ? WHERE seq = ?",
+        (now, now, seq),
     )
