@@ -59,3 +59,17 @@ class WordEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._vector(text)
+
+
+def scripted(replies: dict[str, list[str]]) -> object:
+    """A zero-latency scripted model: a function of a ChatRequest answering, per pipeline
+    call kind (``extract``, ``decision``, ``contradiction``, ``prospective_index``,
+    ``continuity_score``, ``summary``), the next reply queued for that kind."""
+
+    def answer(request: object) -> str:
+        kind = request.metadata["groundwire"].removeprefix("memory-")  # type: ignore[attr-defined]
+        queue = replies.get(kind)
+        assert queue, f"no scripted reply left for a {kind} call"
+        return queue.pop(0)
+
+    return answer

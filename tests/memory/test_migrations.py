@@ -29,6 +29,10 @@ TABLES = (
     "memory_hints",
     "memory_jobs",
     "session_scores",
+    "model_calls",
+    "memory_proposals",
+    "memory_audit",
+    "pipeline_counters",
 )
 
 

@@ -407,16 +407,18 @@ def stats(
     agent: AgentOpt = "default",
     as_json: JsonOpt = False,
 ) -> None:
-    """Counts of memories, graph, hints, sessions and jobs; schema version; size on disk."""
+    """Counts of memories, graph, hints, sessions and jobs; schema version; size on disk;
+    the write pipeline's model calls, proposals, audit and feedback counters."""
     with _open(store) as opened:
         counts = opened.stats(None if tenant is None else MemoryScope(tenant, agent))
     if as_json:
         print_json(counts)
         return
+    pipeline = counts.pop("pipeline", {})
     rows = [
         (key, ", ".join(f"{k} {n}" for k, n in value.items()) or "-")
         if isinstance(value, dict)
         else (key, str(value))
-        for key, value in counts.items()
+        for key, value in [*counts.items(), *pipeline.items()]
     ]
     make_console().print(facts_table(rows))

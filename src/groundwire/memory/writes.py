@@ -334,14 +334,15 @@ def write_hints(
     conn: sqlite3.Connection, analyzer: Analyzer, memory_id: str, hints: Sequence[str], now: float
 ) -> int:
     """Add hints (deduplicated per memory); returns how many were new."""
-    rows = [(memory_id, h, " ".join(analyzer.tokens(h)), now) for h in hints]
-    before = conn.total_changes
-    conn.executemany(
-        "INSERT OR IGNORE INTO memory_hints (memory_id, hint, terms, created_at)"
-        " VALUES (?, ?, ?, ?)",
-        rows,
-    )
-    return conn.total_changes - before
+    added = 0
+    for hint in hints:  # rowcount per row: total_changes would count the FTS triggers too
+        cursor = conn.execute(
+            "INSERT OR IGNORE INTO memory_hints (memory_id, hint, terms, created_at)"
+            " VALUES (?, ?, ?, ?)",
+            (memory_id, hint, " ".join(analyzer.tokens(hint)), now),
+        )
+        added += cursor.rowcount
+    return added
 
 
 def write_vectors(

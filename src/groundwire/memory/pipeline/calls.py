@@ -148,6 +148,15 @@ class ModelCaller:
         self._config = config
         self._owner = owner
         self._stop = stop
+        #: (job id, attempt) of the job whose calls are being made, and how many so far.
+        self._spent: tuple[tuple[int, int] | None, int] = (None, 0)
+
+    def _wait_until(self, moment: float) -> None:
+        """Wait (by the store's clock) until ``moment``; StoppedError when asked to stop."""
+        while (left := moment - self._store.now()) > 0:
+            if self._stop.is_set():
+                raise StoppedError("the worker was asked to stop while waiting for the budget")
+            self._stop.wait(min(left, 0.25))
 
     def ask(
         self,
@@ -162,8 +171,23 @@ class ModelCaller:
         memory_id: str | None = None,
         session_id: str | None = None,
     ) -> Reply:
-        """One call; raises a :class:`PipelineError` subclass when no answer came."""
-        call_id = self._reserve(kind, job, tenant, agent, memory_id, session_id)
+        """One call; raises a :class:`PipelineError` subclass when no answer came.
+
+        When the per-minute budget is spent, a job that has made no call yet in this
+        attempt is deferred (:class:`DeferredError`); one that has waits for a free slot,
+        so the calls it already paid for are not thrown away.
+        """
+        attempt = None if job is None else (job.id, job.attempts)
+        while True:
+            try:
+                call_id = self._reserve(kind, job, tenant, agent, memory_id, session_id)
+                break
+            except DeferredError as exc:
+                if attempt is None or self._spent[0] != attempt:
+                    raise
+                self._wait_until(exc.run_after)
+        if attempt is not None:
+            self._spent = (attempt, self._spent[1] + 1 if self._spent[0] == attempt else 1)
         request = ChatRequest(
             messages=(Message("user", prompt),),
             system=system,

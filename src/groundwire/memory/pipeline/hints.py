@@ -66,11 +66,12 @@ def _strip(line: str) -> str:
     while True:
         before = text
         text = _MARKER.sub("", text).strip().rstrip(",").strip()
-        if len(text) >= 2 and text[0] in _QUOTES and text[-1] in _QUOTES:
+        first, last = text[:1], text[-1:]
+        if len(text) >= 2 and first in _QUOTES and last in _QUOTES:
             text = text[1:-1].strip()
-        elif text[:1] in _QUOTES and text.count(text[0]) == 1:
+        elif first and first in _QUOTES and text.count(first) == 1:
             text = text[1:].strip()
-        elif text[-1:] in _QUOTES and text.count(text[-1]) == 1:
+        elif last and last in _QUOTES and text.count(last) == 1:
             text = text[:-1].strip()
         if text == before:
             return text
