@@ -59,9 +59,14 @@ def provider_for(fake: Any) -> Callable[[str], Any]:
 
 
 @pytest.fixture
-def make_pipeline() -> Callable[..., MemoryPipeline]:
+def make_pipeline() -> Iterator[Callable[..., MemoryPipeline]]:
+    made: list[MemoryPipeline] = []
+
     def make(store: Any, provider: Any = None, **config: Any) -> MemoryPipeline:
         settings = {"backoff_s": 0.0, "backoff_max_s": 0.0, **config}
-        return MemoryPipeline(store, provider, config=MemoryPipelineConfig(**settings))
+        made.append(MemoryPipeline(store, provider, config=MemoryPipelineConfig(**settings)))
+        return made[-1]
 
-    return make
+    yield make
+    for pipeline in made:
+        pipeline.close()

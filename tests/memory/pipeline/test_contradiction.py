@@ -95,7 +95,8 @@ def test_an_unparsable_verdict_means_no_contradiction(answer: str) -> None:
     asked = _Asked(answer)
     verdict = check(NEW, OLD, semantic=True, ask=asked.ask, reject=asked.reject)
     assert not verdict.contradicts
-    assert verdict.error is not None and verdict.error.startswith("unparsable")
+    assert verdict.error is not None
+    assert verdict.error.startswith("unparsable")
     assert len(asked.rejected) == 1
 
 
@@ -130,11 +131,13 @@ def test_semantic_verdicts_over_the_wire(
     found = check(NEW, OLD, semantic=True, ask=ask, reject=reject)
     assert (found.contradicts, found.confidence, found.reasoning) == (True, 0.8, "moved")
     sent = endpoint.requests[0].json
-    assert NEW in str(sent) and OLD in str(sent)
+    assert NEW in str(sent)
+    assert OLD in str(sent)
     for expected in ("CallError", "CallError", "unparsable"):
         verdict = check(NEW, OLD, semantic=True, ask=ask, reject=reject)
         assert not verdict.contradicts
-        assert verdict.error is not None and expected in verdict.error
+        assert verdict.error is not None
+        assert expected in verdict.error
     with store._read() as conn:
         outcomes = [r[0] for r in conn.execute("SELECT outcome FROM model_calls ORDER BY id")]
     assert outcomes == ["ok", "error", "empty", "rejected"]
@@ -149,7 +152,8 @@ def test_a_semantic_timeout_means_no_contradiction(
     verdict = check(NEW, OLD, semantic=True, ask=ask, reject=reject)
     gate.set()
     assert not verdict.contradicts
-    assert verdict.error is not None and "CallTimeoutError" in verdict.error
+    assert verdict.error is not None
+    assert "CallTimeoutError" in verdict.error
     with store._read() as conn:
         assert conn.execute("SELECT outcome FROM model_calls").fetchall() == [("timeout",)]
 
@@ -161,4 +165,5 @@ def test_a_callable_provider_that_raises_is_no_contradiction(store: MemoryStore)
     ask, reject = _caller(store, CallableProvider(broken))
     verdict = check(NEW, OLD, semantic=True, ask=ask, reject=reject)
     assert not verdict.contradicts
-    assert verdict.error is not None and "model crashed" in verdict.error
+    assert verdict.error is not None
+    assert "model crashed" in verdict.error

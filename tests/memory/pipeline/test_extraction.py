@@ -74,7 +74,8 @@ def test_turns_become_memories_with_their_graph(
     # No similar memory existed: one model call, no decision call.
     assert endpoint.request_count == 1
     sent = json.dumps(endpoint.requests[0].json)
-    assert "I just started at Acme" in sent and "additionalProperties" in sent
+    assert "I just started at Acme" in sent
+    assert "additionalProperties" in sent
     audit = rows(store, "SELECT operation, memory_id, actor, inputs FROM memory_audit ORDER BY id")
     assert [(a[0], a[2]) for a in audit] == [("add", "pipeline"), ("add", "pipeline")]
     assert json.loads(audit[0][3])["fact"] == FACT
@@ -107,7 +108,8 @@ def test_a_bad_answer_is_rejected_whole_and_recorded(
     first = pipeline.run_once()
     assert first is not None
     assert first.state == "failed"
-    assert first.error is not None and reason in first.error
+    assert first.error is not None
+    assert reason in first.error
     assert store.stats(ACME)["memories"] == 1  # the turns only: nothing half applied
     assert rows(store, "SELECT COUNT(*) FROM memory_proposals") == [(0,)]
     [(outcome, error, output)] = rows(store, "SELECT outcome, error, output FROM model_calls")
@@ -226,7 +228,8 @@ def test_shadow_mode_stages_updates_for_review(store: MemoryStore, make_pipeline
     assert decided["status"] == "approved"
     assert store.get(ACME, old) is None
     current = store.get(ACME, decided["memory_id"])
-    assert current is not None and current.content == NEW["content"]
+    assert current is not None
+    assert current.content == NEW["content"]
     [(operation, actor, target)] = rows(
         store, "SELECT operation, actor, target_memory_id FROM memory_audit")
     assert (operation, actor, target) == ("update", "review:alice", old)
@@ -351,7 +354,8 @@ def test_the_per_minute_budget_defers_a_job_before_its_first_call(
     pipeline.remember_turns(ACME, TURNS)
     pipeline.remember_turns(ACME, [("user", "Thanks, bye.")])
     first, second = pipeline.run_once(), pipeline.run_once()
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert (first.state, second.state) == ("done", "deferred")
     job = pipeline.job(second.job_id)
     assert job is not None
@@ -359,7 +363,8 @@ def test_the_per_minute_budget_defers_a_job_before_its_first_call(
     assert pipeline.run_once() is None
     clock.now += 60.0
     third = pipeline.run_once()
-    assert third is not None and third.state == "done"
+    assert third is not None
+    assert third.state == "done"
 
 
 def test_a_job_that_made_calls_waits_for_the_budget_instead(
@@ -406,7 +411,8 @@ def test_a_worker_that_lost_its_lease_applies_nothing(
     taken = fast.run_once()
     release.set()
     thread.join(30)
-    assert taken is not None and taken.state == "done"
+    assert taken is not None
+    assert taken.state == "done"
     assert result[0].state == "lost"
     assert rows(store, "SELECT COUNT(*) FROM memory_audit") == [(1,)]
     assert rows(store, "SELECT COUNT(*) FROM memory_proposals") == [(1,)]

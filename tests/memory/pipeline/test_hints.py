@@ -17,7 +17,8 @@ from groundwire.memory.pipeline.hints import clean_hints
 
 RESIDUE = [
     # (reply, kept)
-    ("Where does Alice work?\nWho employs Alice?", ["Where does Alice work?", "Who employs Alice?"]),
+    ("Where does Alice work?\nWho employs Alice?",
+     ["Where does Alice work?", "Who employs Alice?"]),
     ("Here are some questions:\n1. Where does Alice work?\n2) Who is Alice's employer?",
      ["Where does Alice work?", "Who is Alice's employer?"]),
     ("Sure! Here are 3 hints.\n- What is Alice's job?\n* Where is Acme?\n• Who is Alice?",
@@ -98,7 +99,8 @@ def test_the_hints_job_stores_searchable_hints(
     assert found.ids == (memory.id,)
     assert "hint" in found.memories[0].channels
     sent = endpoint.requests[0].json
-    assert "Spotify Premium" in str(sent) and "up to 3" in str(sent)
+    assert "Spotify Premium" in str(sent)
+    assert "up to 3" in str(sent)
     assert pipeline.run_pending() == []  # nothing left; the job ran once
 
 
@@ -125,7 +127,9 @@ def test_bad_answers_fail_the_attempt_and_are_recorded(
     assert states == ["failed", "failed", "failed", "done"]
     assert _hint_rows(store, memory.id) == ["What does Alice pay for?"]
     with store._read() as conn:
-        calls = conn.execute("SELECT outcome, error, output FROM model_calls ORDER BY id").fetchall()
+        calls = conn.execute(
+            "SELECT outcome, error, output FROM model_calls ORDER BY id"
+        ).fetchall()
         job = conn.execute("SELECT attempts, state FROM memory_jobs").fetchone()
     assert [c[0] for c in calls] == ["empty", "rejected", "error", "ok"]
     assert calls[1][1] == "no usable hint in the answer"
@@ -166,5 +170,6 @@ def test_the_per_memory_budget_ends_the_job(
     fake.openai.enqueue_empty(times=2)
     outcomes = pipeline.run_pending()
     assert [o.state for o in outcomes] == ["failed", "failed", "dead"]
-    assert outcomes[-1].error is not None and "max_calls_per_memory" in outcomes[-1].error
+    assert outcomes[-1].error is not None
+    assert "max_calls_per_memory" in outcomes[-1].error
     assert fake.openai.request_count == 2

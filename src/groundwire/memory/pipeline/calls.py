@@ -6,12 +6,14 @@ made, one write transaction checks the budgets against ``model_calls`` — at mo
 ``max_calls_per_memory`` for the memory it serves, at most ``max_calls_per_minute``
 across every worker of the store — renews the job's lease and records the call; the
 outcome is written when it returns. The whole call (retries included) is bounded by its
-timeout, and a stop request abandons it at once. Replies are cleaned of ``<think>``
+timeout, and a stop request cancels it at once. Replies are cleaned of ``<think>``
 blocks and markdown fences before they are parsed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import re
 import sqlite3
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from groundwire.config import MEMORY_CALL_OUTPUT_CHARS, MemoryPipelineConfig
 from groundwire.errors import ProviderError
 from groundwire.llm.base import ChatRequest, Completion, Message, Provider
-from groundwire.llm.fallback import Candidate, complete_with_fallback
+from groundwire.llm.fallback import Candidate, acomplete_with_fallback
 from groundwire.memory.pipeline import jobs
 from groundwire.memory.pipeline.jobs import HINTS, Job
 from groundwire.memory.records import Memory, MemoryScope
@@ -51,6 +53,11 @@ _THINK: Final = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | 
 _OPEN_THINK: Final = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _FENCE: Final = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _MINUTE: Final = 60.0
+#: Seconds between two looks at the stop request while a call runs.
+_TICK_S: Final = 0.1
+#: An attempt's own timeout is the call's plus this, so the call's deadline (which
+#: cancels the attempt and any retry) is what ends a slow call, never a race of the two.
+_ATTEMPT_SLACK_S: Final = 1.0
 
 
 class PipelineError(Exception):
@@ -148,6 +155,8 @@ class ModelCaller:
         self._config = config
         self._owner = owner
         self._stop = stop
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_lock = threading.Lock()
         #: (job id, attempt) of the job whose calls are being made, and how many so far.
         self._spent: tuple[tuple[int, int] | None, int] = (None, 0)
 
@@ -194,12 +203,12 @@ class ModelCaller:
             model=self._config.model,
             temperature=0.0,
             max_tokens=self._config.max_output_tokens,
-            timeout_s=timeout_s,
+            timeout_s=timeout_s + _ATTEMPT_SLACK_S,
             metadata={"groundwire": f"memory-{kind}"},
         )
         started = time.perf_counter()
         try:
-            completion = self._with_deadline(lambda: self._complete(request), timeout_s)
+            completion = self._with_deadline(request, timeout_s)
         except StoppedError:
             self._record(call_id, started, "abandoned", "the worker stopped")
             raise
@@ -270,38 +279,45 @@ class ModelCaller:
             )
             return int(cursor.lastrowid or 0)
 
-    def _complete(self, request: ChatRequest) -> Completion:
+    async def _complete(self, request: ChatRequest) -> Completion:
         if isinstance(self._candidates, Provider):
-            return self._candidates.complete(request)
-        return complete_with_fallback(self._candidates, request).completion
+            return await self._candidates.acomplete(request)
+        return (await acomplete_with_fallback(self._candidates, request)).completion
 
-    def _with_deadline(self, fn: Callable[[], Completion], timeout_s: float) -> Completion:
-        """Run ``fn`` in a daemon thread; give up at the deadline or when stopped (the
-        thread ends on its own: the request's own timeout bounds each attempt)."""
-        box: list[Completion | BaseException] = []
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                box.append(fn())
-            except BaseException as exc:  # handed to the waiting thread
-                box.append(exc)
-            finally:
-                done.set()
-
-        threading.Thread(target=run, name="groundwire-memory-call", daemon=True).start()
+    def _with_deadline(self, request: ChatRequest, timeout_s: float) -> Completion:
+        """The completion, on this caller's event loop; at the deadline or on stop the
+        call is cancelled — its HTTP request and any retry of it, not just abandoned."""
+        future = asyncio.run_coroutine_threadsafe(self._complete(request), self._event_loop())
         deadline = time.monotonic() + timeout_s
-        while not done.is_set():
+        while True:
+            done, _ = concurrent.futures.wait([future], timeout=_TICK_S)
+            if done:
+                return future.result()
             if self._stop.is_set():
+                future.cancel()
                 raise StoppedError("the worker was asked to stop during a model call")
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if time.monotonic() >= deadline:
+                future.cancel()
                 raise CallTimeoutError(f"the model call took longer than {timeout_s:g} s")
-            done.wait(min(left, 0.1))
-        outcome = box[0]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop (in a daemon thread) that runs this caller's calls: one loop, so
+        a provider keeps one async HTTP client across calls."""
+        with self._loop_lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="groundwire-memory-calls", daemon=True
+                ).start()
+                self._loop = loop
+            return self._loop
+
+    def close(self) -> None:
+        """Stop the event loop of the calls (a new one starts if another call comes)."""
+        with self._loop_lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
 
     def _record(
         self,

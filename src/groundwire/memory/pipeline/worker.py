@@ -391,3 +391,14 @@ class MemoryPipeline:
     def stop(self) -> None:
         """Ask :meth:`run_forever` to return (safe from a signal handler or thread)."""
         self.stop_event.set()
+
+    def close(self) -> None:
+        """Release the pipeline's call loop (the store stays open: it is the host's)."""
+        if self._caller is not None:
+            self._caller.close()
+
+    def __enter__(self) -> MemoryPipeline:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
