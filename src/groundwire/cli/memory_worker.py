@@ -139,16 +139,15 @@ def worker(
         pipeline = MemoryPipeline(opened, llm, config=config)
 
         def report(outcome: JobOutcome) -> None:
-            if as_json:
-                print_json(
-                    {
-                        "job_id": outcome.job_id,
-                        "kind": outcome.kind,
-                        "state": outcome.state,
-                        "result": outcome.result,
-                        "error": outcome.error,
-                    }
-                )
+            if as_json:  # one object per line, flushed: a log another program can follow
+                line = {
+                    "job_id": outcome.job_id,
+                    "kind": outcome.kind,
+                    "state": outcome.state,
+                    "result": outcome.result,
+                    "error": outcome.error,
+                }
+                typer.echo(json.dumps(line, ensure_ascii=False, sort_keys=True))
             else:
                 typer.echo(_line(outcome))
 

@@ -25,8 +25,15 @@ from groundwire import (
     RetryPolicy,
 )
 
-ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY",
-       "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "ANTHROPIC_AUTH_TOKEN")  # fmt: skip
+ENV = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_AUTH_TOKEN",
+)
 
 
 @pytest.fixture
@@ -50,10 +57,12 @@ NO_WAIT = RetryPolicy(attempts=2, initial_s=0.0, max_s=0.0, jitter=0.0, sleep=la
 def provider_for(fake: Any) -> Callable[[str], Any]:
     def make(kind: str = "openai") -> Any:
         if kind == "openai":
-            return OpenAIProvider("gpt-test", api_key="k", base_url=fake.openai.base_url,
-                                  retry=NO_WAIT)  # fmt: skip
-        return AnthropicProvider("claude-test", api_key="k", base_url=fake.anthropic.base_url,
-                                 retry=NO_WAIT)  # fmt: skip
+            return OpenAIProvider(
+                "gpt-test", api_key="k", base_url=fake.openai.base_url, retry=NO_WAIT
+            )
+        return AnthropicProvider(
+            "claude-test", api_key="k", base_url=fake.anthropic.base_url, retry=NO_WAIT
+        )
 
     return make
 

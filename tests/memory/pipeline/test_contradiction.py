@@ -15,8 +15,12 @@ from groundwire.memory.pipeline.contradiction import check, content_tokens, synt
 SYNTACTIC = [
     # (new, old, contradicts, shared tokens)
     ("The deploy pipeline is enabled", "The deploy pipeline is disabled", True, 2),
-    ("Guests allow uploads to the shared drive", "Guests deny uploads to the shared drive",
-     True, 4),
+    (
+        "Guests allow uploads to the shared drive",
+        "Guests deny uploads to the shared drive",
+        True,
+        4,
+    ),
     ("Alice does not like spicy food", "Alice likes spicy food", True, 3),
     ("Alice doesn't drink coffee at work", "Alice drinks coffee at work", True, 3),
     ("Alice never drinks coffee", "Alice always drinks coffee", True, 3),
@@ -30,11 +34,15 @@ SYNTACTIC = [
     # overlap without any polarity difference
     ("Alice works at Acme", "Alice works at Globex", False, 2),
     # an antonym pair present on both sides is no difference
-    ("SSO enabled and MFA disabled for admins", "SSO disabled and MFA enabled for admins",
-     False, 3),
+    (
+        "SSO enabled and MFA disabled for admins",
+        "SSO disabled and MFA enabled for admins",
+        False,
+        3,
+    ),
     # case, curly apostrophes and punctuation do not matter
     ("ALICE DOESN’T LIKE TEA.", "alice likes tea!", True, 2),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("new", "old", "contradicts", "shared"), SYNTACTIC)
@@ -78,11 +86,17 @@ def test_the_slow_path_runs_only_past_three_shared_tokens_and_when_enabled() -> 
     off = _Asked(verdict_json)
     assert not check(NEW, OLD, semantic=False, ask=off.ask, reject=off.reject).contradicts
     few = _Asked(verdict_json)
-    assert not check("billing moved", "billing database", semantic=True, ask=few.ask,
-                     reject=few.reject).contradicts  # fmt: skip
+    assert not check(
+        "billing moved", "billing database", semantic=True, ask=few.ask, reject=few.reject
+    ).contradicts
     syntactic = _Asked(verdict_json)
-    found = check("billing database is enabled", "billing database is disabled", semantic=True,
-                  ask=syntactic.ask, reject=syntactic.reject)  # fmt: skip
+    found = check(
+        "billing database is enabled",
+        "billing database is disabled",
+        semantic=True,
+        ask=syntactic.ask,
+        reject=syntactic.reject,
+    )
     assert (found.method, found.contradicts) == ("syntactic", True)
     assert (off.calls, few.calls, syntactic.calls) == (0, 0, 0)
 
@@ -112,8 +126,15 @@ def _caller(store: MemoryStore, provider: Any, timeout_s: float = 5.0) -> Any:
     caller = ModelCaller(store, provider, config, "w", threading.Event())
 
     def ask(system: str, prompt: str) -> Reply:
-        return caller.ask("contradiction", system=system, prompt=prompt, timeout_s=timeout_s,
-                          job=None, tenant="acme", agent="bot")  # fmt: skip
+        return caller.ask(
+            "contradiction",
+            system=system,
+            prompt=prompt,
+            timeout_s=timeout_s,
+            job=None,
+            tenant="acme",
+            agent="bot",
+        )
 
     return ask, caller.reject
 

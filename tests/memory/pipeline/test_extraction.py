@@ -48,8 +48,9 @@ def test_turns_become_memories_with_their_graph(
     )
     pipeline = make_pipeline(store, provider_for(kind))
     alice = MemoryScope("acme", "support-bot", "alice")
-    episode = pipeline.remember_turns(alice, TURNS, session_id="chat-1", acl=["user:alice"],
-                                      sources=["chat-1:1"])  # fmt: skip
+    episode = pipeline.remember_turns(
+        alice, TURNS, session_id="chat-1", acl=["user:alice"], sources=["chat-1:1"]
+    )
     assert episode.type == "episode"
     assert episode.content.startswith("user: Hi, I'm Alice.")
     [outcome] = pipeline.run_pending()
@@ -64,8 +65,9 @@ def test_turns_become_memories_with_their_graph(
     assert fact.metadata == {"extracted_from": episode.id}
     assert store.recall(ACME, "where does alice work").memories == ()  # not the tenant's
     graph = store.entities(alice, name="Alice")[0]
-    assert graph["relations"] == [{"direction": "out", "type": "works_at", "entity": "Acme",
-                                   "mentions": 1, "confidence": 0.9}]  # fmt: skip
+    assert graph["relations"] == [
+        {"direction": "out", "type": "works_at", "entity": "Acme", "mentions": 1, "confidence": 0.9}
+    ]
     details = store.details(alice, fact.id)
     assert details is not None
     assert [(a["aspect"], a["value"], a["status"]) for a in details["attributes"]] == [
@@ -92,9 +94,11 @@ BAD_ANSWERS = [
     (facts(FACT, {"content": "Bob likes tea.", "importance": 2}), "is greater than the maximum"),
     (facts({"content": "Bob likes tea.", "type": "episode"}), "is not one of"),
     # passes the schema, fails the store's own rules (a blank entity name)
-    (facts(FACT, {"content": "Bob likes tea.", "entities": [{"name": "   "}]}),
-     "$.facts[1]: entities[0].name"),
-]  # fmt: skip
+    (
+        facts(FACT, {"content": "Bob likes tea.", "entities": [{"name": "   "}]}),
+        "$.facts[1]: entities[0].name",
+    ),
+]
 
 
 @pytest.mark.parametrize(("answer", "reason"), BAD_ANSWERS)
@@ -117,8 +121,10 @@ def test_a_bad_answer_is_rejected_whole_and_recorded(
     assert reason in error
     retried = pipeline.run_once()  # the next attempt gets a good answer
     assert retried is not None
-    assert (retried.state, retried.result) == ("done", {"facts": 1, "flagged": 0, "applied": 1,
-                                                        "add": 1})  # fmt: skip
+    assert (retried.state, retried.result) == (
+        "done",
+        {"facts": 1, "flagged": 0, "applied": 1, "add": 1},
+    )
     assert store.stats(ACME)["memories"] == 2
 
 
@@ -149,7 +155,9 @@ def test_an_extraction_timeout_fails_the_attempt(
     gate.set()
     assert outcome is not None
     assert (outcome.state, outcome.error) == (
-        "failed", "CallTimeoutError: the model call took longer than 5 s")  # fmt: skip
+        "failed",
+        "CallTimeoutError: the model call took longer than 5 s",
+    )
     assert store.stats(ACME)["memories"] == 1
 
 
@@ -177,24 +185,39 @@ def test_turns_are_checked(store: MemoryStore, make_pipeline: Any) -> None:
 
 # -- decisions, the policy and review ------------------------------------------------------------
 OLD = "Alice works at Acme as a data engineer."
-NEW = {"content": "Alice works at Globex as a data engineer.",
-       "attributes": [{"entity": "Alice", "aspect": "employer", "value": "Globex",
-                       "claim_key": "current"}]}  # fmt: skip
+NEW = {
+    "content": "Alice works at Globex as a data engineer.",
+    "attributes": [
+        {"entity": "Alice", "aspect": "employer", "value": "Globex", "claim_key": "current"}
+    ],
+}
 
 
 def _decide(operation: str, target: str = "M1") -> str:
-    return json.dumps({"decisions": [{"fact": 1, "operation": operation, "target": target,
-                                      "reason": "Alice changed jobs"}]})  # fmt: skip
+    return json.dumps(
+        {
+            "decisions": [
+                {
+                    "fact": 1,
+                    "operation": operation,
+                    "target": target,
+                    "reason": "Alice changed jobs",
+                }
+            ]
+        }
+    )
 
 
 def _with_old(store: MemoryStore) -> str:
-    old = store.remember(ACME, OLD, attributes=[MemoryAttribute("Alice", "employer", "Acme",
-                                                                claim_key="current")])  # fmt: skip
+    old = store.remember(
+        ACME, OLD, attributes=[MemoryAttribute("Alice", "employer", "Acme", claim_key="current")]
+    )
     return old.id
 
 
-def _run(store: MemoryStore, make_pipeline: Any, replies: dict[str, list[str]], **config: Any
-         ) -> Any:  # fmt: skip
+def _run(
+    store: MemoryStore, make_pipeline: Any, replies: dict[str, list[str]], **config: Any
+) -> Any:
     pipeline = make_pipeline(store, CallableProvider(scripted(replies)), **config)
     pipeline.remember_turns(ACME, [("user", "I moved from Acme to Globex.")])
     [outcome] = pipeline.run_pending()
@@ -211,7 +234,10 @@ def test_updates_are_blocked_by_default(store: MemoryStore, make_pipeline: Any) 
     assert [m.content for m in store.memories(ACME) if m.type != "episode"] == [OLD]
     [proposal] = pipeline.proposals(ACME)
     assert (proposal["operation"], proposal["status"], proposal["target_memory_id"]) == (
-        "update", "blocked", old)  # fmt: skip
+        "update",
+        "blocked",
+        old,
+    )
     assert rows(store, "SELECT COUNT(*) FROM memory_audit") == [(0,)]
     with pytest.raises(QueryError, match="only shadow or review"):
         pipeline.review(ACME, proposal["id"], approve=True, actor="alice")
@@ -231,7 +257,8 @@ def test_shadow_mode_stages_updates_for_review(store: MemoryStore, make_pipeline
     assert current is not None
     assert current.content == NEW["content"]
     [(operation, actor, target)] = rows(
-        store, "SELECT operation, actor, target_memory_id FROM memory_audit")
+        store, "SELECT operation, actor, target_memory_id FROM memory_audit"
+    )
     assert (operation, actor, target) == ("update", "review:alice", old)
     with pytest.raises(QueryError, match="is 'approved'"):
         pipeline.review(ACME, proposal["id"], approve=False, actor="alice")
@@ -297,8 +324,7 @@ def test_the_semantic_check_flags_and_a_low_confidence_does_not(
     assert flagged["contradiction"]["confidence"] == 0.9
     store.remember(ACME, "The team keeps the payroll database on PostgreSQL.")
     new2 = {"content": "The team moved the payroll database to MongoDB."}
-    replies = {"extract": [facts(new2)], "decision": [_decide("update")],
-               "contradiction": [unsure]}  # fmt: skip
+    replies = {"extract": [facts(new2)], "decision": [_decide("update")], "contradiction": [unsure]}
     pipeline = make_pipeline(store, CallableProvider(scripted(replies)), update_policy="apply")
     pipeline.remember_turns(ACME, [("user", "payroll moved to MongoDB")])
     [outcome] = pipeline.run_pending()
@@ -326,10 +352,12 @@ def test_no_semantic_call_when_updates_are_blocked_or_the_check_is_off(
         (_decide("update", "M9"), "needs a target among its similar memories"),
         (_decide("delete", ""), "should be non-empty"),
         ('{"decisions": [{"fact": 1, "operation": "merge"}]}', "is not one of"),
-        ('{"decisions": [{"fact": 1, "operation": "none"}, {"fact": 1, "operation": "add"}]}',
-         "is too long"),
+        (
+            '{"decisions": [{"fact": 1, "operation": "none"}, {"fact": 1, "operation": "add"}]}',
+            "is too long",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_bad_decision_is_rejected_and_nothing_is_applied(
     store: MemoryStore, make_pipeline: Any, decision: str, reason: str
 ) -> None:

@@ -17,31 +17,51 @@ from groundwire.memory.pipeline.hints import clean_hints
 
 RESIDUE = [
     # (reply, kept)
-    ("Where does Alice work?\nWho employs Alice?",
-     ["Where does Alice work?", "Who employs Alice?"]),
-    ("Here are some questions:\n1. Where does Alice work?\n2) Who is Alice's employer?",
-     ["Where does Alice work?", "Who is Alice's employer?"]),
-    ("Sure! Here are 3 hints.\n- What is Alice's job?\n* Where is Acme?\n• Who is Alice?",
-     ["What is Alice's job?", "Where is Acme?", "Who is Alice?"]),
-    ('"Where does Alice work?"\n“Who employs Alice?”\n\'Is Alice an engineer?\'',
-     ["Where does Alice work?", "Who employs Alice?", "Is Alice an engineer?"]),
-    ("Where does Alice work?\nwhere does alice   work\nWHERE DOES ALICE WORK?",
-     ["Where does Alice work?"]),
-    ("Q1: What does Alice do?\nQ2. Where does Alice work?", ["What does Alice do?",
-                                                             "Where does Alice work?"]),
-    ('["Where does Alice work?", "Who employs Alice?"]',
-     ["Where does Alice work?", "Who employs Alice?"]),
+    (
+        "Where does Alice work?\nWho employs Alice?",
+        ["Where does Alice work?", "Who employs Alice?"],
+    ),
+    (
+        "Here are some questions:\n1. Where does Alice work?\n2) Who is Alice's employer?",
+        ["Where does Alice work?", "Who is Alice's employer?"],
+    ),
+    (
+        "Sure! Here are 3 hints.\n- What is Alice's job?\n* Where is Acme?\n• Who is Alice?",
+        ["What is Alice's job?", "Where is Acme?", "Who is Alice?"],
+    ),
+    (
+        "\"Where does Alice work?\"\n“Who employs Alice?”\n'Is Alice an engineer?'",
+        ["Where does Alice work?", "Who employs Alice?", "Is Alice an engineer?"],
+    ),
+    (
+        "Where does Alice work?\nwhere does alice   work\nWHERE DOES ALICE WORK?",
+        ["Where does Alice work?"],
+    ),
+    (
+        "Q1: What does Alice do?\nQ2. Where does Alice work?",
+        ["What does Alice do?", "Where does Alice work?"],
+    ),
+    (
+        '["Where does Alice work?", "Who employs Alice?"]',
+        ["Where does Alice work?", "Who employs Alice?"],
+    ),
     ('{"hints": ["Where does Alice work?"]}', ["Where does Alice work?"]),
-    ('```\n"Where does Alice work?",\n"Who employs Alice?",\n```',
-     ["Where does Alice work?", "Who employs Alice?"]),
-    ("<think>the user may ask about work</think>\nWhere does Alice work?",
-     ["Where does Alice work?"]),
+    (
+        '```\n"Where does Alice work?",\n"Who employs Alice?",\n```',
+        ["Where does Alice work?", "Who employs Alice?"],
+    ),
+    (
+        "<think>the user may ask about work</think>\nWhere does Alice work?",
+        ["Where does Alice work?"],
+    ),
     ("Possible questions:\n\n   \n?\n1.\nWhere does Alice work?", ["Where does Alice work?"]),
     ("What " + "very " * 60 + "long question?\nShort one?", ["Short one?"]),
-    ("\n".join(f"Question number {n}?" for n in range(1, 9)),
-     [f"Question number {n}?" for n in range(1, 6)]),
+    (
+        "\n".join(f"Question number {n}?" for n in range(1, 9)),
+        [f"Question number {n}?" for n in range(1, 6)],
+    ),
     ("", []),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("reply", "kept"), RESIDUE)

@@ -47,12 +47,19 @@ def test_confirmed_aspects_gain_delta_times_confirmations(
     pipeline = make_pipeline(store, scoring=False, aspect_delta=0.25)
     store.recall(ACME, "which tea drinks", session_id="s1")  # both drink memories
     store.recall(ACME, "lisbon", session_id="s1")
-    assert end(pipeline, "s1") == {"aspects_updated": 2, "fts_confirmations": 3,
-                                   "decayed_aspects": 0, "propagated_attributes": 3}  # fmt: skip
+    assert end(pipeline, "s1") == {
+        "aspects_updated": 2,
+        "fts_confirmations": 3,
+        "decayed_aspects": 0,
+        "propagated_attributes": 3,
+    }
     assert aspects(store) == {"drink": 1.0 + 0.25 * 2, "home": 1.0 + 0.25 * 1, "hobby": 1.0}
-    assert pipeline.status(ACME)["feedback"] == {"aspects_updated": 2, "fts_confirmations": 3,
-                                                 "decayed_aspects": 0,
-                                                 "propagated_attributes": 3}  # fmt: skip
+    assert pipeline.status(ACME)["feedback"] == {
+        "aspects_updated": 2,
+        "fts_confirmations": 3,
+        "decayed_aspects": 0,
+        "propagated_attributes": 3,
+    }
 
 
 def test_a_memory_recalled_without_a_text_hit_confirms_nothing(
@@ -85,10 +92,16 @@ def test_feedback_arithmetic_and_clamps(
     maximum: float,
     expected: float,
 ) -> None:
-    remember_claims(store, *[(f"Alice owns cat number {n}", "pets", f"cat {n}")
-                             for n in range(confirm)])  # fmt: skip
-    pipeline = make_pipeline(store, scoring=False, aspect_delta=delta,
-                             aspect_min_weight=minimum, aspect_max_weight=maximum)  # fmt: skip
+    remember_claims(
+        store, *[(f"Alice owns cat number {n}", "pets", f"cat {n}") for n in range(confirm)]
+    )
+    pipeline = make_pipeline(
+        store,
+        scoring=False,
+        aspect_delta=delta,
+        aspect_min_weight=minimum,
+        aspect_max_weight=maximum,
+    )
     store.recall(ACME, "cat", session_id="s1")
     assert end(pipeline, "s1")["fts_confirmations"] == confirm
     assert aspects(store) == {"pets": expected}
@@ -119,8 +132,14 @@ def test_stale_aspects_decay_every_n_sessions_floored_at_the_minimum(
     )
     with store._write() as conn:  # hobby starts just above the floor
         conn.execute("UPDATE aspects SET weight = 0.15 WHERE name = 'hobby'")
-    pipeline = make_pipeline(store, scoring=False, decay_every_sessions=3, stale_days=10.0,
-                             decay_rate=0.2, aspect_min_weight=0.1)  # fmt: skip
+    pipeline = make_pipeline(
+        store,
+        scoring=False,
+        decay_every_sessions=3,
+        stale_days=10.0,
+        decay_rate=0.2,
+        aspect_min_weight=0.1,
+    )
     clock.now += 11 * DAY  # everything is stale now...
     decayed = []
     for n in range(1, 8):
@@ -186,11 +205,19 @@ def test_a_session_is_scored_and_relevance_written_back(
 ) -> None:
     ids = _injected(store)
     answer = {
-        "score": 0.75, "confidence": 0.6, "memories_used": 1, "novel_context_count": 2,
-        "reasoning": "The email preference was used.", "continuity_reasoning": "good",
-        "per_memory": [{"id": ids[0][:8], "relevance": 0.9}, {"id": ids[1][:8], "relevance": -1},
-                       {"id": "deadbeef", "relevance": 0.5}, {"id": ids[2][:8], "relevance": 1}],
-    }  # fmt: skip
+        "score": 0.75,
+        "confidence": 0.6,
+        "memories_used": 1,
+        "novel_context_count": 2,
+        "reasoning": "The email preference was used.",
+        "continuity_reasoning": "good",
+        "per_memory": [
+            {"id": ids[0][:8], "relevance": 0.9},
+            {"id": ids[1][:8], "relevance": -1},
+            {"id": "deadbeef", "relevance": 0.5},
+            {"id": ids[2][:8], "relevance": 1},
+        ],
+    }
     endpoint = getattr(fake, kind)
     endpoint.enqueue_text("<think>\nlet me look\n</think>\n```json\n" + json.dumps(answer) + "```")
     pipeline = make_pipeline(store, provider_for(kind))
@@ -198,9 +225,12 @@ def test_a_session_is_scored_and_relevance_written_back(
     outcomes = {o.kind: o for o in pipeline.run_pending()}
     assert outcomes["continuity_score"].state == "done"
     assert outcomes["continuity_score"].result == {
-        "score": 0.75, "confidence": 0.6, "memories_recalled": 2, "relevance": 2,
+        "score": 0.75,
+        "confidence": 0.6,
+        "memories_recalled": 2,
+        "relevance": 2,
         "unresolved": ["deadbeef", ids[2][:8]],  # not injected: not resolvable
-    }  # fmt: skip
+    }
     assert _score_row(store) == (0.75, 0.6, 2, 1, 2, "The email preference was used.", "good")
     assert _relevance(store) == {ids[0]: 0.9, ids[1]: 0.0, ids[2]: None}
     sent = json.dumps(endpoint.requests[0].json)
@@ -212,13 +242,31 @@ def test_a_session_is_scored_and_relevance_written_back(
 PARSED = [
     # (answer, score, confidence, used, novel, reasoning)
     ('{"score": 0.5}', 0.5, 0.0, 0, 0, ""),
-    ('{"score": 3, "confidence": -2, "memories_used": 99, "novel_context_count": -1}',
-     1.0, 0.0, 2, 0, ""),
-    ('Sure. {"score": 0.4, "reasoning": 7, "confidence": "high"} Hope it helps.',
-     0.4, 0.0, 0, 0, ""),
-    ('```\n{"score": 0, "memories_used": 1.9, "reasoning": "none used"}\n```',
-     0.0, 0.0, 1, 0, "none used"),
-]  # fmt: skip
+    (
+        '{"score": 3, "confidence": -2, "memories_used": 99, "novel_context_count": -1}',
+        1.0,
+        0.0,
+        2,
+        0,
+        "",
+    ),
+    (
+        'Sure. {"score": 0.4, "reasoning": 7, "confidence": "high"} Hope it helps.',
+        0.4,
+        0.0,
+        0,
+        0,
+        "",
+    ),
+    (
+        '```\n{"score": 0, "memories_used": 1.9, "reasoning": "none used"}\n```',
+        0.0,
+        0.0,
+        1,
+        0,
+        "none used",
+    ),
+]
 
 
 @pytest.mark.parametrize(("answer", "score", "confidence", "used", "novel", "why"), PARSED)
@@ -228,15 +276,26 @@ def test_defaults_and_clamps(
     parsed = parse_score(answer, ["a" * 32, "b" * 32])
     assert (parsed.score, parsed.confidence, parsed.memories_used) == (score, confidence, used)
     assert (parsed.novel_context_count, parsed.reasoning, parsed.memories_recalled) == (
-        novel, why, 2)  # fmt: skip
+        novel,
+        why,
+        2,
+    )
 
 
 def test_prefixes_resolve_to_injected_ids_only_when_unambiguous() -> None:
     a, b, c = "12345678" + "a" * 24, "12345678" + "b" * 24, "87654321" + "c" * 24
-    answer = {"score": 1, "per_memory": [
-        {"id": "12345678", "relevance": 0.1}, {"id": "12345678b", "relevance": 0.2},
-        {"id": "[MEM:87654321]", "relevance": 0.3}, {"id": "8765", "relevance": 0.4},
-        {"id": 5, "relevance": 0.5}, "junk", {"id": c[:8], "relevance": "high"}]}  # fmt: skip
+    answer = {
+        "score": 1,
+        "per_memory": [
+            {"id": "12345678", "relevance": 0.1},
+            {"id": "12345678b", "relevance": 0.2},
+            {"id": "[MEM:87654321]", "relevance": 0.3},
+            {"id": "8765", "relevance": 0.4},
+            {"id": 5, "relevance": 0.5},
+            "junk",
+            {"id": c[:8], "relevance": "high"},
+        ],
+    }
     parsed = parse_score(json.dumps(answer), [a, b, c])
     assert parsed.relevance == {b: 0.2, c: 0.3}
     assert parsed.unresolved == ("12345678", "8765", "5", c[:8])
@@ -269,15 +328,18 @@ def test_scoring_failures_are_retried(
     fake.anthropic.enqueue_empty()
     fake.anthropic.enqueue_text('{"score": 1}', wait=gate)
     fake.anthropic.enqueue_text('{"score": 0.25}')
-    pipeline = make_pipeline(store, provider_for("anthropic"), feedback=False,
-                             scoring_timeout_s=5.0)  # fmt: skip
+    pipeline = make_pipeline(
+        store, provider_for("anthropic"), feedback=False, scoring_timeout_s=5.0
+    )
     pipeline.end_session(ACME, "s1", transcript="user: hi")
     states = [pipeline.run_once() for _ in range(4)]
     gate.set()
     assert [(o.state, (o.error or "")[:16]) for o in states if o is not None] == [
-        ("failed", "CallError: anthr"), ("failed", "CallError: conti"),
-        ("failed", "CallTimeoutError"), ("done", ""),
-    ]  # fmt: skip
+        ("failed", "CallError: anthr"),
+        ("failed", "CallError: conti"),
+        ("failed", "CallTimeoutError"),
+        ("done", ""),
+    ]
     assert _score_row(store)[0] == 0.25
 
 
@@ -288,8 +350,15 @@ def test_a_session_without_injected_memories_gets_a_valid_row(
     pipeline.end_session(ACME, "s1")  # nothing recalled, no transcript: no model call
     [outcome] = pipeline.run_pending()
     assert outcome.state == "done"
-    assert _score_row(store) == (0.0, 0.0, 0, 0, 0,
-                                 "no memory was injected and there is no transcript", "")
+    assert _score_row(store) == (
+        0.0,
+        0.0,
+        0,
+        0,
+        0,
+        "no memory was injected and there is no transcript",
+        "",
+    )
     assert fake.openai.request_count == 0
     fake.openai.enqueue_text('{"score": 0.1, "novel_context_count": 3, "per_memory": []}')
     pipeline.remember_turns(ACME, [("user", "I told you my name twice")], session_id="s2")
