@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from groundwire.cli import app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "CLI.md"
-SUBCOMMANDS = ("add", "recall", "forget", "show", "graph", "stats")
+SUBCOMMANDS = ("add", "recall", "forget", "show", "graph", "stats", "worker", "review")
 runner = CliRunner()
 
 
@@ -215,3 +215,64 @@ def test_every_subcommand_has_help_and_is_documented() -> None:
             for option in param.opts:
                 if option.startswith("--") and option != "--help":
                     assert option in memory_docs, f"{option} of memory {name} is not documented"
+
+
+# -- the write pipeline: worker, review, stats ---------------------------------------------------
+def test_worker_once_runs_the_jobs_that_need_no_model(store: str) -> None:
+    run("recall", store, "data engineer", "--session", "chat-9")
+    from groundwire import MemoryPipeline, MemoryScope, MemoryStore
+
+    with MemoryStore(store) as opened:
+        MemoryPipeline(opened).end_session(MemoryScope("default", "default"), "chat-9")
+    result = run("worker", store, "--provider", "none", "--once")
+    assert result.exit_code == 0, result.output
+    [line] = result.stdout.splitlines()
+    assert line.startswith("job 1 session_feedback: done {")
+    stats = run_json("stats", store)
+    assert stats["jobs"] == {"done": 1, "pending": 1}  # the score waits for a model
+    assert stats["pipeline"]["feedback"]["aspects_updated"] == 1
+    assert stats["pipeline"]["model_calls"] == {}
+    readable = run("stats", store)
+    assert "feedback" in readable.stdout and "aspects_updated 1" in readable.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--poll", "0.5"], "expected 1 to 60 seconds"),
+        (["--update-policy", "yolo"], "update_policy='yolo' is invalid"),
+        (["--lease", "10"], "lease_s=10.0 is invalid"),
+        (["--provider", "nope"], "'nope' is not a provider"),
+    ],
+)
+def test_worker_usage_errors(store: str, args: list[str], message: str) -> None:
+    result = run("worker", store, "--provider", "none", *args)
+    assert result.exit_code == 2
+    assert message in error_line(result)
+
+
+def test_review_lists_and_decides_staged_proposals(store: str) -> None:
+    from groundwire import CallableProvider, MemoryPipeline, MemoryPipelineConfig, MemoryScope
+    from groundwire import MemoryStore
+
+    scope = MemoryScope("default", "default")
+    fact = json.dumps({"facts": [{"content": "Alice works at Initech as a data engineer."}]})
+    decision = json.dumps({"decisions": [{"fact": 1, "operation": "update", "target": "M1"}]})
+    answers = iter([fact, decision])
+    with MemoryStore(store) as opened:
+        config = MemoryPipelineConfig(update_policy="shadow", semantic_contradiction=False)
+        pipeline = MemoryPipeline(opened, CallableProvider(lambda r: next(answers)), config=config)
+        pipeline.remember_turns(scope, [("user", "I work at Initech now")])
+        assert pipeline.run_pending()[0].state == "done"
+    listed = run_json("review", store)["proposals"]
+    assert [(p["operation"], p["status"]) for p in listed] == [("update", "shadow")]
+    assert "Initech" in run("review", store).stdout
+    decided = run_json("review", store, str(listed[0]["id"]), "--approve", "--actor", "ops")
+    assert decided["status"] == "approved"
+    assert run_json("review", store)["proposals"] == []
+    assert run("review", store).stdout.strip() == "no proposal awaits review"
+    again = run("review", store, str(listed[0]["id"]), "--reject")
+    assert again.exit_code == 1
+    assert "is 'approved'" in error_line(again)
+    both = run("review", store, "1", "--approve", "--reject")
+    assert both.exit_code == 2
