@@ -113,3 +113,37 @@ def test_a_failed_migration_leaves_the_previous_version(
     assert current_version(conn) == 1
     assert conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'x'").fetchone()[0] == 0
     conn.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_upgraded_store_runs_the_write_pipeline(tmp_path: Path, version: int) -> None:
+    from groundwire import CallableProvider, MemoryPipeline
+
+    path = tmp_path / "store.sqlite"
+    shutil.copy(FIXTURES / f"memory-v{version}.sqlite", path)
+
+    def model(request: object) -> str:
+        kind = request.metadata["groundwire"]  # type: ignore[attr-defined]
+        return '{"facts": []}' if kind == "memory-extract" else '{"score": 0.5}'
+
+    with MemoryStore(path) as store, MemoryPipeline(store, CallableProvider(model)) as pipeline:
+        pipeline.end_session(ACME, "s1")
+        outcomes = {o.kind: o for o in pipeline.run_pending()}
+        assert {o.state for o in outcomes.values()} == {"done"}
+        feedback = outcomes["session_feedback"].result
+        score = outcomes["continuity_score"].result
+        with store._read() as conn:
+            weight = conn.execute("SELECT MAX(weight) FROM aspects").fetchone()[0]
+    if version == 1:  # no graph yet, no score yet
+        assert feedback == {"aspects_updated": 0, "fts_confirmations": 0, "decayed_aspects": 0,
+                            "propagated_attributes": 0}  # fmt: skip
+        assert score is not None and score["score"] == 0.5
+    elif version == 2:  # the legacy extract job runs; the injected memory confirms 'employer'
+        assert outcomes["extract"].result == {"facts": 0, "flagged": 0}
+        assert feedback is not None and feedback["aspects_updated"] == 1
+        assert weight == 1.0 + 0.1
+        assert score == {"skipped": "the session is already scored"}
+    else:  # v3 already applied feedback and holds a score: nothing happens twice
+        assert feedback == {"skipped": "feedback already applied"}
+        assert weight == 1.0
+        assert score == {"skipped": "the session is already scored"}
