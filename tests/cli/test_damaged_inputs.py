@@ -292,7 +292,7 @@ def test_eval_on_a_damaged_dataset_is_one_error(tmp_path: Path, damage: str, exp
     assert_one_error(groundwire("eval", root, real=damage == "fifo"), expected)
 
 
-# -- memory: add, recall, forget, show, graph, stats ----------------------------------------
+# -- memory: add, recall, forget, show, graph, stats, review, worker ---------------------------
 MEMORY_COMMANDS = {
     "add": ["Rotate the API key every 90 days."],
     "recall": ["api key"],
@@ -300,6 +300,8 @@ MEMORY_COMMANDS = {
     "show": ["mem-1"],
     "graph": [],
     "stats": [],
+    "review": [],
+    "worker": ["--once", "--provider", "none"],
 }
 
 
