@@ -233,7 +233,8 @@ def test_worker_once_runs_the_jobs_that_need_no_model(store: str) -> None:
     assert stats["pipeline"]["feedback"]["aspects_updated"] == 1
     assert stats["pipeline"]["model_calls"] == {}
     readable = run("stats", store)
-    assert "feedback" in readable.stdout and "aspects_updated 1" in readable.stdout
+    assert "feedback" in readable.stdout
+    assert "aspects_updated 1" in readable.stdout
 
 
 @pytest.mark.parametrize(
@@ -252,8 +253,13 @@ def test_worker_usage_errors(store: str, args: list[str], message: str) -> None:
 
 
 def test_review_lists_and_decides_staged_proposals(store: str) -> None:
-    from groundwire import CallableProvider, MemoryPipeline, MemoryPipelineConfig, MemoryScope
-    from groundwire import MemoryStore
+    from groundwire import (
+        CallableProvider,
+        MemoryPipeline,
+        MemoryPipelineConfig,
+        MemoryScope,
+        MemoryStore,
+    )
 
     scope = MemoryScope("default", "default")
     fact = json.dumps({"facts": [{"content": "Alice works at Initech as a data engineer."}]})

@@ -137,10 +137,12 @@ def test_an_upgraded_store_runs_the_write_pipeline(tmp_path: Path, version: int)
     if version == 1:  # no graph yet, no score yet
         assert feedback == {"aspects_updated": 0, "fts_confirmations": 0, "decayed_aspects": 0,
                             "propagated_attributes": 0}  # fmt: skip
-        assert score is not None and score["score"] == 0.5
+        assert score is not None
+        assert score["score"] == 0.5
     elif version == 2:  # the legacy extract job runs; the injected memory confirms 'employer'
         assert outcomes["extract"].result == {"facts": 0, "flagged": 0}
-        assert feedback is not None and feedback["aspects_updated"] == 1
+        assert feedback is not None
+        assert feedback["aspects_updated"] == 1
         assert weight == 1.0 + 0.1
         assert score == {"skipped": "the session is already scored"}
     else:  # v3 already applied feedback and holds a score: nothing happens twice

@@ -113,8 +113,8 @@ def test_a_conversation_end_to_end(tmp_path: Any, make_pipeline: Any) -> None:
     assert relevance[contact.memory.id] == 1.0
 
     # Session 3: Alice moved; the decision step updates the old fact (policy "apply").
-    replies["decision"].append(json.dumps({"decisions": [
-        {"fact": 1, "operation": "update", "target": "M1", "reason": "new employer"}]}))
+    update = {"fact": 1, "operation": "update", "target": "M1", "reason": "new employer"}
+    replies["decision"].append(json.dumps({"decisions": [update]}))
     pipeline.remember_turns(ALICE, [("user", "I moved to Globex last week.")], session_id="s3")
     outcomes = pipeline.run_pending()
     assert outcomes[0].result == {"facts": 1, "flagged": 0, "applied": 1, "update": 1}
@@ -127,9 +127,13 @@ def test_a_conversation_end_to_end(tmp_path: Any, make_pipeline: Any) -> None:
     assert status["jobs"]["extract"] == {"done": 3}
     # 3 extractions, 1 decision, 1 semantic contradiction check, 3 hints, 1 score
     assert status["model_calls"] == {"ok": 9}
-    assert status["model_calls_by_kind"] == {"continuity_score": 1, "contradiction": 1,
-                                             "decision": 1, "extract": 3,
-                                             "prospective_index": 3}
+    assert status["model_calls_by_kind"] == {
+        "continuity_score": 1,
+        "contradiction": 1,
+        "decision": 1,
+        "extract": 3,
+        "prospective_index": 3,
+    }
     first = store.recall(ALICE, "alice email phone").memories[0].memory
     assert first.sources == (episode.id,)
     store.close()
