@@ -3,10 +3,11 @@
 Usage::
 
     .venv/bin/python benchmarks/bench_memory_pipeline.py [--sessions 50] [--turns 20]
+        [--peer-sessions 10] [--rounds 3] [--no-mem0]
 
 - **Data:** generated from a fixed seed (``--seed``): ``--sessions`` conversations of
   ``--turns`` turns (user and assistant alternating) about 40 people, 30 companies and
-  20 cities. A user turn states one fact (works at, lives in, prefers, manages); one
+  20 cities. A user turn states one fact (works at, lives in, prefers, reports to); one
   user turn in four restates an earlier fact of the same person with a new value, so
   the decision step sees similar memories. Every exchange (two turns) is remembered
   with ``remember_turns``; every exchange also recalls, as a host would before

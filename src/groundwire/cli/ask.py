@@ -34,7 +34,7 @@ from groundwire.cli.inputs import (
     open_documents,
     open_engine,
 )
-from groundwire.cli.options import JsonOpt, KbOrDocsArg
+from groundwire.cli.options import JsonOpt, KbOrDocsArg, ModelOpt
 from groundwire.cli.output import (
     EVIDENCE_REASONS,
     REASONS,
@@ -266,15 +266,7 @@ def ask(
             "lmstudio. Keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY.",
         ),
     ] = "openai",
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            metavar="NAME",
-            help="Model name [default: $OPENAI_MODEL or $ANTHROPIC_MODEL].",
-            show_default=False,
-        ),
-    ] = None,
+    model: ModelOpt = None,
     base_url: Annotated[
         str | None,
         typer.Option(

@@ -26,7 +26,7 @@ from groundwire.cli.memory import (
     _scope,
     memory_app,
 )
-from groundwire.cli.options import JsonOpt
+from groundwire.cli.options import JsonOpt, ModelOpt
 from groundwire.cli.output import EXIT_DATA, fail, make_console, print_json
 from groundwire.config import (
     MEMORY_JOB_LEASE_S,
@@ -72,15 +72,7 @@ def worker(
             "that need no model (aspect feedback).",
         ),
     ] = "openai",
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            metavar="NAME",
-            help="Model name [default: $OPENAI_MODEL or $ANTHROPIC_MODEL].",
-            show_default=False,
-        ),
-    ] = None,
+    model: ModelOpt = None,
     base_url: Annotated[
         str | None,
         typer.Option(

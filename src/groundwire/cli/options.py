@@ -35,6 +35,15 @@ QueryArg = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print JSON instead of readable output.", show_default=False)
 ]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        metavar="NAME",
+        help="Model name [default: $OPENAI_MODEL or $ANTHROPIC_MODEL].",
+        show_default=False,
+    ),
+]
 BlockedOpt = Annotated[
     list[str] | None,
     typer.Option(
