@@ -4,7 +4,7 @@ The order, lowest first::
 
     model < errors < i18n < config < text < embed < access < ingest < index < retrieve
           < context < ground < memory < llm < memory.pipeline < eval < interfaces (cli,
-          server, mcp) and groundwire/__init__.py
+          server, mcp, integrations) and groundwire/__init__.py
 
 ``memory.pipeline`` (the memory write pipeline) is a layer of its own above ``llm``: it
 calls models through the providers, while ``llm`` uses the memory store below it.
@@ -46,7 +46,8 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("llm",),  # providers and grounded generation: call the engine, never index internals
     ("memory.pipeline",),  # the memory write pipeline: the store's jobs, calling models
     ("eval",),
-    ("cli", "server", "mcp", ""),  # "": the package itself (groundwire/__init__.py)
+    # "": the package itself (groundwire/__init__.py); integrations: framework adapters
+    ("cli", "server", "mcp", "integrations", ""),
 )
 RANK = {name: rank for rank, names in enumerate(ORDER) for name in names}
 #: Subpackages that form a layer of their own, apart from their parent package's.

@@ -189,6 +189,7 @@ from groundwire.retrieve.rerank import (
     RerankCandidate,
     Reranker,
 )
+from groundwire.retrieve.screen import Screened, screen_texts
 from groundwire.retrieve.static import StaticRetriever, StaticSpace
 from groundwire.text import Analyzer
 
@@ -313,6 +314,7 @@ __all__ = [
     "Scope",
     "ScopedReader",
     "ScoredEntry",
+    "Screened",
     "Section",
     "Selection",
     "SendGate",
@@ -369,6 +371,7 @@ __all__ = [
     "retrieve",
     "retrieve_evidence",
     "run_tool_loop",
+    "screen_texts",
     "search_channels",
     "search_knowledge_base_tool",
     "validate_citations",

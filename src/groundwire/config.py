@@ -118,6 +118,12 @@ DEFAULT_GATE_IDF_FLOOR: Final = 1.0
 #: Confidence ``high`` needs this coverage (or an exact/alias phrase hit with at least
 #: ``min_coverage``): the top entry then holds nearly everything the query says.
 DEFAULT_CONFIDENCE_HIGH_COVERAGE: Final = 0.8
+#: Candidates from another retriever one screen (retrieve/screen.py) may judge: they are
+#: indexed on the fly per call, and a reranker or an LLM sees a few dozen, not thousands.
+MAX_SCREEN_CANDIDATES: Final = 1_000
+#: Code points of all those candidates together: about 500 chunks of default size, a few
+#: tens of milliseconds to index; past it a screen is a bulk job, not one turn.
+MAX_SCREEN_CHARS: Final = 1_000_000
 
 # --- Context -----------------------------------------------------------------------------------
 #: Token budget of one knowledge block.

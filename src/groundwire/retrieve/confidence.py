@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from groundwire.config import CONFIDENCE_DOMINANCE_RATIO, RelevanceGate
 from groundwire.model import Confidence, ScoredEntry
 
-__all__ = ["classify_confidence", "gated_confidence"]
+__all__ = ["classify_confidence", "coverage_confidence", "gated_confidence"]
 
 _BOOSTS = ("exact", "alias")
 
@@ -50,9 +50,15 @@ def gated_confidence(
     if outranked:
         return "low"
     top = kept[0]
-    coverage = top.coverage if top.coverage is not None else 0.0
+    return coverage_confidence(top.coverage or 0.0, top.exact or top.alias, settings)
+
+
+def coverage_confidence(coverage: float, phrase: bool, settings: RelevanceGate) -> Confidence:
+    """The confidence of a kept top candidate with this ``coverage`` (``phrase``: it matched
+    an id, title or alias phrase): ``high``, ``medium`` or ``low`` as in
+    :func:`gated_confidence`."""
     if coverage >= settings.high_coverage:
         return "high"
     if coverage >= settings.min_coverage:
-        return "high" if top.exact or top.alias else "medium"
+        return "high" if phrase else "medium"
     return "low"

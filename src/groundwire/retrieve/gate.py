@@ -39,7 +39,15 @@ from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import IntArray, MaskArray
 from groundwire.text import query_stopwords
 
-__all__ = ["Gated", "QueryEvidence", "gate_candidates", "query_evidence"]
+__all__ = [
+    "Gated",
+    "QueryEvidence",
+    "gate_candidates",
+    "measure_noise",
+    "noise_level",
+    "query_evidence",
+    "term_rows",
+]
 
 _NO_DOCS: Final[IntArray] = np.empty(0, dtype=np.int64)
 
@@ -104,6 +112,15 @@ def noise_level(kb: KnowledgeBase, quantile: float) -> float:
     cached = _noise.get(id(kb))
     if cached is not None and cached[0] is kb and cached[1] == quantile:
         return cached[2]
+    level = measure_noise(kb, quantile)
+    if len(_noise) >= _NOISE_CACHE_LIMIT:
+        _noise.clear()
+    _noise[id(kb)] = (kb, quantile, level)
+    return level
+
+
+def measure_noise(kb: KnowledgeBase, quantile: float) -> float:
+    """:func:`noise_level` computed afresh, not remembered (for throwaway snapshots)."""
     lexical = kb.lexical
     terms = len(lexical.vocabulary)
     indptr = np.asarray(lexical.indptr[: terms + 1], dtype=np.int64)
@@ -113,9 +130,6 @@ def noise_level(kb: KnowledgeBase, quantile: float) -> float:
         best = np.maximum.reduceat(np.asarray(lexical.scores[: int(indptr[-1])]), starts)
         at = int(quantile * (best.shape[0] - 1))  # the lower of the two nearest ranks
         level = float(np.partition(best, at)[at])
-    if len(_noise) >= _NOISE_CACHE_LIMIT:
-        _noise.clear()
-    _noise[id(kb)] = (kb, quantile, level)
     return level
 
 
@@ -129,6 +143,24 @@ def _informative(kb: KnowledgeBase, text: str) -> list[str]:
     stop = query_stopwords(analyzer)
     words = [word for word in analyzer.words(text) if word not in stop]
     return list(dict.fromkeys(analyzer.terms(words)))
+
+
+def term_rows(
+    kb: KnowledgeBase, terms: Sequence[str], allowed: MaskArray | None = None
+) -> list[IntArray]:
+    """For each analyzed term, the documents holding it (ascending positions, only
+    ``allowed`` ones when given; empty for a term the snapshot does not know)."""
+    lexical = kb.lexical
+    vocabulary, indptr, docs = lexical.vocabulary, lexical.indptr, lexical.docs
+    rows: list[IntArray] = []
+    for term in terms:
+        tid = vocabulary.get(term)
+        if tid is None:
+            rows.append(_NO_DOCS)
+            continue
+        row = docs[int(indptr[tid]) : int(indptr[tid + 1])]
+        rows.append(row if allowed is None else row[allowed[row]])
+    return rows
 
 
 def query_evidence(
@@ -147,20 +179,10 @@ def query_evidence(
     terms = _informative(kb, query)
     if not terms and context:
         terms = list(dict.fromkeys(t for text in context for t in _informative(kb, text)))
-    lexical = kb.lexical
     mask = allowed if allowed is not None and not bool(allowed.all()) else None
-    n_docs = lexical.doc_count if mask is None else int(np.count_nonzero(mask))
-    vocabulary, indptr, docs = lexical.vocabulary, lexical.indptr, lexical.docs
-    found: list[tuple[str, int, IntArray]] = []
-    for term in terms:
-        tid = vocabulary.get(term)
-        if tid is None:
-            found.append((term, 0, _NO_DOCS))
-            continue
-        row = docs[int(indptr[tid]) : int(indptr[tid + 1])]
-        if mask is not None:
-            row = row[mask[row]]
-        found.append((term, int(row.shape[0]), row))
+    n_docs = kb.lexical.doc_count if mask is None else int(np.count_nonzero(mask))
+    rows = term_rows(kb, terms, mask)
+    found = [(term, int(row.shape[0]), row) for term, row in zip(terms, rows, strict=True)]
     floor = settings.idf_floor * n_docs
     informative = [item for item in found if item[1] <= floor] or found
     return QueryEvidence(
