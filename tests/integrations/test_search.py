@@ -416,3 +416,15 @@ def test_document_settings_bound_the_result(docs_kb: gw.KnowledgeBase) -> None:
     assert bounded.search(OFF_TOPIC, Access()).reason == "no-match"
     with pytest.raises(gw.ConfigError, match="expected EvidenceSettings"):
         EvidenceSearcher(docs_kb, {"limit": 2})  # type: ignore[arg-type]
+
+
+def test_explain_false_skips_the_breakdowns_only(
+    handbook: gw.KnowledgeBase, docs_kb: gw.KnowledgeBase
+) -> None:
+    full = EntrySearcher(handbook).search(ROTATE, Access())
+    quick = EntrySearcher(handbook, explain=False).search(ROTATE, Access())
+    assert [(p.id, p.score) for p in quick.passages] == [(p.id, p.score) for p in full.passages]
+    assert all(not p.breakdown for p in quick.passages)
+    docs = EvidenceSearcher(docs_kb, explain=False).search(RETRIED, Access())
+    assert docs.passages
+    assert all(not p.breakdown for p in docs.passages)
