@@ -349,3 +349,13 @@ def test_async_ground_passes_the_principal() -> None:
         acme = asyncio.run(engine.aground("rotate keys", principal=gw.Principal("acme", "a")))
     assert anonymous.block is None
     assert acme.metadata.selected_ids == ("acme.secret",)
+
+
+def test_error_lines_count_in_plain_english() -> None:
+    def deny(item: str) -> object:
+        return "no"
+
+    entries = authorize_items(["a", "b", "c"], deny, option="allow", noun="entry")
+    assert entries.errors == ("allow returned str, not True or False for 3 entries; denied",)
+    sources = authorize_items(["a", "b"], deny, option="authorize", noun="source")
+    assert sources.errors == ("authorize returned str, not True or False for 2 sources; denied",)

@@ -4,12 +4,16 @@ Haystack sends usage telemetry unless told not to, and reads the switch when it 
 imported: it is switched off here, before any test module of this folder imports it (no
 traffic leaves this machine). LangSmith tracing is switched off for the same reason.
 
-Access policies (the hosts' authorizers of these tests):
+Who asks: two verified principals of the handbook's team, :data:`STAFF` (group ``staff``)
+and :data:`GUEST` (group ``guests``). The handbook and the docs carry no tenant or ACL
+labels (both see every record by labels), so the hosts' authorizers decide:
 
-- entries: a ``staff`` principal reads everything; anyone else nothing in the ``security``
-  domain (fixture ``entry_policy``);
+- entries: a principal in group ``staff`` reads everything; anyone else nothing in the
+  ``security`` domain (fixture ``entry_policy``);
 - documents: ``staff`` reads every source; anyone else nothing under ``api/``
   (fixture ``source_policy``).
+
+Tenant and ACL labels are tested on labeled knowledge in ``test_search.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ for _name in ("LANGCHAIN_TRACING_V2", "LANGSMITH_TRACING", "LANGSMITH_API_KEY"):
 
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -32,12 +37,18 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "examples" / "docs"
 
 
-def _entry_policy(principal: object, entry: gw.KnowledgeEntry) -> bool:
-    return principal == "staff" or entry.domain != "security"
+#: A verified principal who may read everything (the authorizers below say so).
+STAFF = gw.Principal("relaybird", "sam@relaybird.example", groups=["staff"])
+#: A verified principal who may not read security entries or the API docs.
+GUEST = gw.Principal("relaybird", "gail@relaybird.example", groups=["guests"])
 
 
-def _source_policy(principal: object, source: gw.EvidenceSource) -> bool:
-    return principal == "staff" or not source.path.startswith("api/")
+def _entry_policy(principal: gw.Principal, entry: gw.KnowledgeEntry) -> bool:
+    return "staff" in principal.groups or entry.domain != "security"
+
+
+def _source_policy(principal: gw.Principal, source: gw.EvidenceSource) -> bool:
+    return "staff" in principal.groups or not source.path.startswith("api/")
 
 
 @pytest.fixture(scope="session")
@@ -76,3 +87,43 @@ def entries(handbook: gw.KnowledgeBase) -> EntrySearcher:
 def evidence(docs_kb: gw.KnowledgeBase) -> EvidenceSearcher:
     """Excerpts of the example docs, selected as retrieve_evidence selects them."""
     return EvidenceSearcher(docs_kb)
+
+
+def _payroll(entry_id: str, **labels: Any) -> dict[str, Any]:
+    return {
+        "id": entry_id,
+        "title": f"Payroll approval {entry_id}",
+        "summary": f"How payroll runs are approved ({entry_id}).",
+        "domain": "hr",
+        "integrations": [],
+        **labels,
+    }
+
+
+#: Labeled entries: one shared, two of tenant acme (one for its HR group), one of globex.
+LABELED_SOURCE: dict[str, Any] = {
+    "id": "payroll",
+    "version": "1",
+    "entries": [
+        _payroll("open"),
+        _payroll("acme-hr", tenant="acme", acl=["group:hr"]),
+        _payroll("acme-all", tenant="acme"),
+        _payroll("globex", tenant="globex"),
+    ],
+}
+#: Who sees which of LABELED_SOURCE's entries (by labels alone).
+ACME_HR = gw.Principal("acme", "bob", groups=["hr"])
+ACME_EVE = gw.Principal("acme", "eve")
+GLOBEX_GUS = gw.Principal("globex", "gus", groups=["hr"])
+LABELED_VIEWS: dict[gw.Principal | None, set[str]] = {
+    ACME_HR: {"open", "acme-hr", "acme-all"},
+    ACME_EVE: {"open", "acme-all"},
+    GLOBEX_GUS: {"open", "globex"},
+    None: {"open"},  # anonymous: unlabeled entries only
+}
+
+
+@pytest.fixture(scope="session")
+def labeled() -> gw.KnowledgeBase:
+    """Payroll entries with tenant and ACL labels (:data:`LABELED_VIEWS` says who sees what)."""
+    return gw.KnowledgeBase.from_sources([LABELED_SOURCE])

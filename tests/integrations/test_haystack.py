@@ -21,6 +21,7 @@ from haystack.components.generators.chat import OpenAIChatGenerator
 from haystack.core.errors import SerializationError
 from haystack.dataclasses import ChatMessage
 from haystack.utils import Secret
+from tests.integrations.conftest import ACME_HR, GUEST, LABELED_VIEWS, STAFF
 
 import groundwire as gw
 from groundwire.integrations import Access, EntrySearcher, EvidenceSearcher
@@ -86,14 +87,14 @@ def sent(fake: Any) -> str:
 
 @pytest.fixture
 def guarded(entries: EntrySearcher, entry_policy: Policy) -> GroundwireRetriever:
-    return GroundwireRetriever(entries, Access(principal="guest", authorize=entry_policy))
+    return GroundwireRetriever(entries, Access(principal=GUEST, authorize=entry_policy))
 
 
 def test_a_pipeline_hands_the_model_groundwire_documents_in_order(
     entries: EntrySearcher, entry_policy: Policy, fake: Any
 ) -> None:
     fake.openai.enqueue_text("Rotate it in Settings [KB:security.api-key-rotation@2026-11-15].")
-    staff = Access(principal="staff", authorize=entry_policy)
+    staff = Access(principal=STAFF, authorize=entry_policy)
     out = ask(rag(GroundwireRetriever(entries, staff), fake), ROTATE)
     expected = entries.search(ROTATE, staff)
     docs: list[Document] = out["retriever"]["documents"]
@@ -120,7 +121,7 @@ def test_a_denied_document_never_reaches_the_pipeline_or_the_model(
     assert guest["retriever"]["documents"]
     assert all(not d.id.startswith("security.") for d in guest["retriever"]["documents"])
     assert "[KB:security." not in sent(fake)
-    staff = ask(pipeline, ROTATE, access={"principal": "staff"})
+    staff = ask(pipeline, ROTATE, access={"principal": STAFF})
     assert staff["retriever"]["documents"][0].id == "security.api-key-rotation"
     assert "[KB:security.api-key-rotation@" in sent(fake)
     again = ask(pipeline, ROTATE)  # the run's access did not stick
@@ -140,11 +141,11 @@ def test_run_async_in_an_async_pipeline_run(guarded: GroundwireRetriever, fake: 
                 },
                 include_outputs_from={"retriever"},
             )
-            for who in ("staff", "guest")
+            for who in (STAFF, GUEST)
         ]
 
     staff, guest = asyncio.run(both())
-    sync = ask(pipeline, ROTATE, access={"principal": "staff"})
+    sync = ask(pipeline, ROTATE, access={"principal": STAFF})
     assert [d.id for d in staff["retriever"]["documents"]] == [
         d.id for d in sync["retriever"]["documents"]
     ]
@@ -154,12 +155,12 @@ def test_run_async_in_an_async_pipeline_run(guarded: GroundwireRetriever, fake: 
 
 def test_documents_and_top_k(evidence: EvidenceSearcher, source_policy: Policy) -> None:
     question = "how are webhook deliveries retried?"
-    retriever = GroundwireRetriever(evidence, Access(principal="staff", authorize=source_policy))
+    retriever = GroundwireRetriever(evidence, Access(principal=STAFF, authorize=source_policy))
     docs = retriever.run(question, top_k=2)["documents"]
     assert len(docs) == 2
     assert docs[0].meta["source"] == "api/webhooks.md"
     assert docs[0].meta["span"][1] - docs[0].meta["span"][0] == len(docs[0].content)
-    guest = retriever.run(question, access={"principal": "guest"})["documents"]
+    guest = retriever.run(question, access={"principal": GUEST})["documents"]
     assert guest
     assert all(not d.meta["source"].startswith("api/") for d in guest)
     assert retriever.run(question, top_k=0)["documents"] == []
@@ -198,3 +199,16 @@ def test_telemetry_is_off_in_these_tests() -> None:
     from haystack.telemetry import _telemetry
 
     assert _telemetry.telemetry is None
+
+
+def test_each_run_sees_exactly_its_principals_tenant_and_acl(
+    labeled: gw.KnowledgeBase, fake: Any
+) -> None:
+    fake.openai.default = fake_servers.Reply(text="ok")
+    searcher = EntrySearcher(labeled, config=gw.RetrievalConfig(gate="off"))
+    pipeline = rag(GroundwireRetriever(searcher, Access(principal=ACME_HR)), fake)
+    everyone = {entry.id for entry in labeled}
+    for principal, visible in LABELED_VIEWS.items():
+        out = ask(pipeline, "payroll approval", access={"principal": principal})
+        assert {d.id for d in out["retriever"]["documents"]} == visible, principal
+        assert not any(hidden in sent(fake) for hidden in everyone - visible), principal

@@ -19,6 +19,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnableParallel, RunnablePassthrough
 from pydantic import ValidationError
+from tests.integrations.conftest import ACME_HR, GUEST, LABELED_VIEWS, STAFF
 
 import groundwire as gw
 from groundwire.integrations import Access, EntrySearcher, EvidenceSearcher
@@ -46,7 +47,7 @@ def rag_chain(retriever: GroundwireRetriever) -> Runnable[str, dict[str, Any]]:
     return RunnableParallel(docs=retriever, question=RunnablePassthrough()).assign(answer=answer)
 
 
-def for_user(principal: str) -> dict[str, Any]:
+def for_user(principal: gw.Principal | None) -> dict[str, Any]:
     return {"configurable": {"groundwire": {"principal": principal}}}
 
 
@@ -54,14 +55,14 @@ def for_user(principal: str) -> dict[str, Any]:
 def guarded(entries: EntrySearcher, entry_policy: Policy) -> GroundwireRetriever:
     """Entries for a guest unless a call says otherwise."""
     return GroundwireRetriever(
-        searcher=entries, access=Access(principal="guest", authorize=entry_policy)
+        searcher=entries, access=Access(principal=GUEST, authorize=entry_policy)
     )
 
 
 def test_a_chain_hands_the_model_groundwire_documents_in_order(
     entries: EntrySearcher, entry_policy: Policy
 ) -> None:
-    staff = Access(principal="staff", authorize=entry_policy)
+    staff = Access(principal=STAFF, authorize=entry_policy)
     out = rag_chain(GroundwireRetriever(searcher=entries, access=staff)).invoke(ROTATE)
     expected = entries.search(ROTATE, staff)
     docs = out["docs"]
@@ -98,27 +99,27 @@ def test_the_principal_changes_per_invoke_through_the_config(
     guarded: GroundwireRetriever,
 ) -> None:
     chain = rag_chain(guarded)
-    staff = chain.invoke(ROTATE, config=for_user("staff"))
+    staff = chain.invoke(ROTATE, config=for_user(STAFF))
     assert staff["docs"][0].id == "security.api-key-rotation"
     guest = chain.invoke(ROTATE)  # the constructor's principal again: nothing leaked across
     assert all(not d.id.startswith("security.") for d in guest["docs"])
-    whole = Access(principal="staff", authorize=guarded.access.authorize)
+    whole = Access(principal=STAFF, authorize=guarded.access.authorize)
     again = guarded.invoke(ROTATE, config={"configurable": {"groundwire": whole}})
     assert [d.id for d in again] == [d.id for d in staff["docs"]]
-    assert guarded.access.principal == "guest"
+    assert guarded.access.principal == GUEST
 
 
 def test_batches_and_async_calls_keep_each_principal(guarded: GroundwireRetriever) -> None:
     chain = rag_chain(guarded)
-    batch = chain.batch([ROTATE, ROTATE], config=[for_user("staff"), for_user("guest")])
+    batch = chain.batch([ROTATE, ROTATE], config=[for_user(STAFF), for_user(GUEST)])
     assert batch[0]["docs"][0].id == "security.api-key-rotation"
     assert all(not d.id.startswith("security.") for d in batch[1]["docs"])
 
     async def both() -> list[dict[str, Any]]:
         return list(
             await asyncio.gather(
-                chain.ainvoke(ROTATE, config=for_user("guest")),
-                chain.ainvoke(ROTATE, config=for_user("staff")),
+                chain.ainvoke(ROTATE, config=for_user(GUEST)),
+                chain.ainvoke(ROTATE, config=for_user(STAFF)),
             )
         )
 
@@ -126,7 +127,7 @@ def test_batches_and_async_calls_keep_each_principal(guarded: GroundwireRetrieve
     assert all(not d.id.startswith("security.") for d in guest["docs"])
     assert [d.id for d in staff["docs"]] == [d.id for d in batch[0]["docs"]]
     assert staff["answer"] == batch[0]["answer"]
-    abatch = asyncio.run(guarded.abatch([ROTATE], config=[for_user("staff")]))
+    abatch = asyncio.run(guarded.abatch([ROTATE], config=[for_user(STAFF)]))
     assert [d.id for d in abatch[0]] == [d.id for d in batch[0]["docs"]]
 
 
@@ -135,9 +136,9 @@ def test_document_excerpts_carry_their_span_and_denied_sources_never_appear(
 ) -> None:
     question = "how are webhook deliveries retried?"
     retriever = GroundwireRetriever(
-        searcher=evidence, access=Access(principal="guest", authorize=source_policy)
+        searcher=evidence, access=Access(principal=GUEST, authorize=source_policy)
     )
-    staff = rag_chain(retriever).invoke(question, config=for_user("staff"))
+    staff = rag_chain(retriever).invoke(question, config=for_user(STAFF))
     top = staff["docs"][0]
     assert top.metadata["source"] == "api/webhooks.md"
     start, end = top.metadata["span"]
@@ -176,5 +177,20 @@ def test_bad_per_call_access_fails_loudly(guarded: GroundwireRetriever) -> None:
     other_key = GroundwireRetriever(
         searcher=guarded.searcher, access=guarded.access, config_key="kb_access"
     )
-    docs = other_key.invoke(ROTATE, config={"configurable": {"kb_access": {"principal": "staff"}}})
+    docs = other_key.invoke(ROTATE, config={"configurable": {"kb_access": {"principal": STAFF}}})
     assert docs[0].id == "security.api-key-rotation"
+
+
+def test_each_call_sees_exactly_its_principals_tenant_and_acl(labeled: gw.KnowledgeBase) -> None:
+    searcher = EntrySearcher(labeled, config=gw.RetrievalConfig(gate="off"))
+    chain = rag_chain(GroundwireRetriever(searcher=searcher, access=Access(principal=ACME_HR)))
+    everyone = {entry.id for entry in labeled}
+    question = "payroll approval"
+    configs = [for_user(principal) for principal in LABELED_VIEWS]
+    outs = chain.batch([question] * len(configs), config=configs)
+    for (principal, visible), out in zip(LABELED_VIEWS.items(), outs, strict=True):
+        assert {d.id for d in out["docs"]} == visible, principal
+        assert not any(hidden in out["answer"] for hidden in everyone - visible), principal
+    # {"principal": None} is an anonymous call, not the constructor's principal
+    assert [d.id for d in chain.invoke(question, config=for_user(None))["docs"]] == ["open"]
+    assert {d.id for d in chain.invoke(question)["docs"]} == LABELED_VIEWS[ACME_HR]

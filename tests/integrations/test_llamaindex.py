@@ -19,6 +19,7 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from tests.integrations.conftest import GUEST, LABELED_VIEWS, STAFF
 
 import groundwire as gw
 from groundwire.integrations import Access, EntrySearcher, EvidenceSearcher
@@ -65,7 +66,7 @@ def engine(retriever: Any, *postprocessors: Any) -> RetrieverQueryEngine:
 def test_a_query_engine_answers_from_groundwire_nodes_in_order(
     entries: EntrySearcher, entry_policy: Policy
 ) -> None:
-    staff = Access(principal="staff", authorize=entry_policy)
+    staff = Access(principal=STAFF, authorize=entry_policy)
     response = engine(GroundwireRetriever(entries, staff)).query(ROTATE)
     expected = entries.search(ROTATE, staff)
     nodes = response.source_nodes
@@ -88,23 +89,23 @@ def test_a_query_engine_answers_from_groundwire_nodes_in_order(
 def test_a_denied_node_never_reaches_the_engine_or_the_llm(
     entries: EntrySearcher, entry_policy: Policy
 ) -> None:
-    guest = GroundwireRetriever(entries, Access(principal="guest", authorize=entry_policy))
+    guest = GroundwireRetriever(entries, Access(principal=GUEST, authorize=entry_policy))
     response = engine(guest).query(ROTATE)
     assert response.source_nodes
     assert all(not n.node.node_id.startswith("security.") for n in response.source_nodes)
     assert "[KB:security." not in str(response)
-    staff = guest.with_access({"principal": "staff"})
+    staff = guest.with_access({"principal": STAFF})
     assert staff.retrieve(ROTATE)[0].node.node_id == "security.api-key-rotation"
-    assert guest.access.principal == "guest"  # with_access made a new retriever
+    assert guest.access.principal == GUEST  # with_access made a new retriever
     assert staff.searcher is guest.searcher
 
 
 def test_async_retrieval_and_queries(entries: EntrySearcher, entry_policy: Policy) -> None:
-    guest = GroundwireRetriever(entries, Access(principal="guest", authorize=entry_policy))
+    guest = GroundwireRetriever(entries, Access(principal=GUEST, authorize=entry_policy))
 
     async def run() -> tuple[list[NodeWithScore], Any]:
         nodes = await guest.aretrieve(ROTATE)
-        return nodes, await engine(guest.with_access({"principal": "staff"})).aquery(ROTATE)
+        return nodes, await engine(guest.with_access({"principal": STAFF})).aquery(ROTATE)
 
     nodes, response = asyncio.run(run())
     assert [n.node.node_id for n in nodes] == [n.node.node_id for n in guest.retrieve(ROTATE)]
@@ -114,12 +115,12 @@ def test_async_retrieval_and_queries(entries: EntrySearcher, entry_policy: Polic
 def test_document_nodes_carry_their_span(evidence: EvidenceSearcher, source_policy: Policy) -> None:
     question = "how are webhook deliveries retried?"
     retriever = GroundwireRetriever(
-        evidence, Access(principal="guest", authorize=source_policy), top_k=2
+        evidence, Access(principal=GUEST, authorize=source_policy), top_k=2
     )
     nodes = retriever.retrieve(question)
     assert 0 < len(nodes) <= 2
     assert all(not n.node.metadata["source"].startswith("api/") for n in nodes)
-    staff = retriever.with_access(Access(principal="staff", authorize=source_policy))
+    staff = retriever.with_access(Access(principal=STAFF, authorize=source_policy))
     top = staff.retrieve(question)[0].node
     assert isinstance(top, TextNode)
     assert top.metadata["source"] == "api/webhooks.md"
@@ -218,3 +219,14 @@ def test_the_postprocessor_needs_the_query_and_takes_unscored_nodes() -> None:
     assert GroundwireNodePostprocessor().postprocess_nodes([], query_str="x") == []
     everything = GroundwireNodePostprocessor(gate="off").postprocess_nodes(nodes, query_str="x")
     assert len(everything) == 2
+
+
+def test_each_retriever_sees_exactly_its_principals_tenant_and_acl(
+    labeled: gw.KnowledgeBase,
+) -> None:
+    base = GroundwireRetriever(EntrySearcher(labeled, config=gw.RetrievalConfig(gate="off")))
+    everyone = {entry.id for entry in labeled}
+    for principal, visible in LABELED_VIEWS.items():
+        response = engine(base.with_access({"principal": principal})).query("payroll approval")
+        assert {n.node.node_id for n in response.source_nodes} == visible, principal
+        assert not any(hidden in str(response) for hidden in everyone - visible), principal

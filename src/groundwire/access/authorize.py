@@ -43,6 +43,7 @@ __all__ = [
     "check_callback",
     "is_async_callable",
     "predicate_of",
+    "verdict_failure",
 ]
 
 logger = logging.getLogger("groundwire.access")
@@ -111,8 +112,9 @@ class _Verdicts:
         self.failures.append((position, kind))
 
 
-def _judge(verdict: object) -> str | None:
-    """None when ``verdict`` is a real True/False; else the kind of failure."""
+def verdict_failure(verdict: object) -> str | None:
+    """None when ``verdict`` is a real True/False; else the kind of failure (an awaitable
+    is closed). For callers that combine several callbacks and report each by name."""
     if verdict is True or verdict is False:
         return None
     if inspect.isawaitable(verdict):
@@ -146,14 +148,16 @@ def _run(
             verdicts.fail(position, f"raised {type(exc).__name__}", option, describe(item), exc)
             verdicts.values.append(False)
             continue
-        failure = _judge(verdict)
+        failure = verdict_failure(verdict)
         if failure is not None:
             verdicts.fail(position, failure, option, describe(item), repr(verdict))
         verdicts.values.append(verdict is True)
 
 
 def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
+    if count == 1:
+        return f"1 {noun}"
+    return f"{count} {noun[:-1]}ies" if noun.endswith("y") else f"{count} {noun}s"
 
 
 def authorize_items(

@@ -15,33 +15,28 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from groundwire import ChannelScore, Citation, ConfigError, KnowledgeEntry, Scope
+from groundwire import ChannelScore, Citation, ConfigError, KnowledgeEntry, Principal, Scope
+from groundwire.access.authorize import check_callback
 
 __all__ = ["ACCESS_FIELDS", "Access", "Passage", "Passages", "Searcher"]
 
 #: A host authorizer: ``authorize(principal, item) -> bool``; only ``True`` allows.
-Authorize = Callable[[Any, Any], bool]
+Authorize = Callable[[Principal, Any], bool]
 
 
-def _check_callback(fn: object, option: str) -> None:
-    """Refuse what cannot give a synchronous True/False: a coroutine would count as allowed."""
-    if fn is None:
-        return
-    if not callable(fn):
-        raise ConfigError(f"{option}={fn!r} is invalid: expected a function returning a bool")
-    call = getattr(type(fn), "__call__", None)  # noqa: B004 - an object's async __call__
-    if inspect.iscoroutinefunction(fn) or (
-        not inspect.isroutine(fn) and inspect.iscoroutinefunction(call)
-    ):
-        raise ConfigError(
-            f"{option} is an async function; groundwire calls it synchronously before ranking. "
-            "Pass a synchronous function (resolve permissions first, then look them up)"
-        )
+def _principal(value: object) -> Principal | None:
+    """``value`` if it is a verified :class:`~groundwire.Principal` (or None), else refused."""
+    if value is None or isinstance(value, Principal):
+        return value
+    raise ConfigError(
+        f"principal={value!r} is invalid: expected a groundwire Principal(tenant, subject, "
+        "groups) built from your authenticated session (groundwire never infers one), or "
+        "None for an anonymous request; keep your own user object in authorize's closure"
+    )
 
 
 def _scope(value: object) -> Scope | None:
@@ -68,32 +63,38 @@ def _domains(value: object) -> tuple[str, ...]:
 class Access:
     """Who a search runs for and what it may see; groundwire applies it before ranking.
 
-    ``principal`` is the request's verified principal, handed unchanged to ``authorize``
-    (groundwire never infers one from the query or from ids). ``authorize(principal, item)``
-    decides each item: a :class:`~groundwire.KnowledgeEntry` for entries, an
-    :class:`~groundwire.EvidenceSource` (once per source) for document chunks. Only ``True``
-    allows; ``False``, any other value and an exception deny (fail closed). The next three
+    ``principal`` is the request's verified :class:`~groundwire.Principal` (groundwire never
+    infers one from the query, ids or metadata; None: anonymous). Its tenant and ACL
+    labels apply exactly as in a grounding turn: records of another tenant or outside its
+    ACL never take a slot, and an anonymous search sees only unlabeled records.
+    ``authorize(principal, item)`` narrows that further (it is asked only about items the
+    labels admit, and needs a principal): a :class:`~groundwire.KnowledgeEntry` for
+    entries, an :class:`~groundwire.EvidenceSource` (once per source) for document chunks.
+    Only ``True`` allows; ``False``, any other value and an exception deny (fail closed,
+    as every groundwire callback: :mod:`groundwire.access.authorize`). The next three
     apply to entries only (a document searcher refuses them rather than ignore them):
     ``allow(entry) -> bool`` is a host predicate, ``scope`` the integrations enabled for the
     request (a :class:`~groundwire.Scope` or a list of names; ``None``: only entries that
     apply everywhere, as in a grounding turn), ``blocked_domains`` domains never returned.
     """
 
-    principal: Any = None
+    principal: Principal | None = None
     authorize: Authorize | None = None
     allow: Callable[[KnowledgeEntry], bool] | None = None
     scope: Scope | None = None
     blocked_domains: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _check_callback(self.authorize, "authorize")
-        _check_callback(self.allow, "allow")
+        object.__setattr__(self, "principal", _principal(self.principal))
+        check_callback(self.authorize, "authorize")
+        check_callback(self.allow, "allow")
         object.__setattr__(self, "scope", _scope(self.scope))
         object.__setattr__(self, "blocked_domains", _domains(self.blocked_domains))
 
     def updated(self, changes: Access | Mapping[str, Any] | None) -> Access:
         """This access with ``changes`` applied: a whole :class:`Access` replaces it; a
-        mapping replaces the fields it names (a ``None`` value leaves a field as it is).
+        mapping replaces the fields it names, ``None`` included (``{"principal": None}``
+        is an anonymous request, never this access's principal).
 
         Raises :class:`ConfigError` for a key that is not a field, naming the valid ones.
         """
@@ -111,8 +112,9 @@ class Access:
             raise ConfigError(
                 f"unknown access field(s) {unknown}; the fields are {list(ACCESS_FIELDS)}"
             )
-        given = {key: value for key, value in changes.items() if value is not None}
-        return replace(self, **given) if given else self
+        if not changes:
+            return self
+        return replace(self, **{str(key): value for key, value in changes.items()})
 
 
 #: The fields of :class:`Access`, as a per-call mapping may name them.

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import fields
 
 import groundwire as gw
+from groundwire.access.authorize import predicate_of, verdict_failure
+from groundwire.index.scoped import entry_name
 from groundwire.integrations.search import (
     Access,
     Passage,
@@ -34,67 +37,83 @@ from groundwire.integrations.search import (
 __all__ = ["EntrySearcher", "EvidenceSearcher"]
 
 logger = logging.getLogger("groundwire.integrations")
+access_log = logging.getLogger("groundwire.access")  # the operator's log of callback failures
 
 
-def _check_pair(access: Access, item: str) -> None:
-    """A principal and an authorizer come together: one without the other checks nothing."""
-    if access.principal is not None and access.authorize is None:
-        raise gw.ConfigError(
-            f"a principal is given without authorize: pass authorize(principal, {item}) -> "
-            "bool so every item is checked before ranking, or drop the principal"
-        )
+def _check_pair(access: Access) -> None:
+    """An authorizer needs the principal it checks (groundwire never supplies one)."""
     if access.authorize is not None and access.principal is None:
         raise gw.ConfigError(
-            "authorize is given without a principal: pass the verified principal the "
-            "authorizer should check, or drop authorize"
+            "authorize is given without a principal: pass the verified groundwire "
+            "Principal the authorizer should check, or drop authorize"
         )
 
 
-class _Verdicts:
-    """A fail-closed entry predicate for one search: ``allow`` and ``authorize`` together,
-    each entry judged once (retrieval may ask twice), failures counted by kind."""
+#: Failures logged entry by entry per search (the rest are counted), as in the core.
+_LOGGED_FAILURES = 5
 
-    def __init__(self, access: Access) -> None:
-        self.access = access
-        self.memo: dict[str, bool] = {}
+Check = Callable[[gw.KnowledgeEntry], object]
+
+
+class _Checks:
+    """The host's entry callbacks as one predicate for :func:`groundwire.retrieve`.
+
+    ``allow``, ``authorize`` and the engine's ``GroundingConfig.authorize`` are asked in
+    turn until one does not allow. Each is judged by groundwire's one rule
+    (:mod:`groundwire.access.authorize`: only ``True`` allows; another value, an awaitable
+    or an exception denies and is a failure), and failures are counted under the name of
+    the callback that failed. ``retrieve`` asks once per entry the labels admit, under its
+    deadline (``RetrievalConfig.authorize_timeout_ms``), possibly from a worker thread.
+    """
+
+    def __init__(self, checks: list[tuple[str, Check]]) -> None:
+        self.checks = checks
         self.denied = 0
         self.failures: Counter[str] = Counter()
+        self.lock = threading.Lock()
 
     def __call__(self, entry: gw.KnowledgeEntry) -> bool:
-        known = self.memo.get(entry.id)
-        if known is None:
-            known = self.memo[entry.id] = self._judge(entry)
-            self.denied += not known
-        return known
-
-    def _judge(self, entry: gw.KnowledgeEntry) -> bool:
-        access = self.access
-        checks: list[tuple[str, Callable[[], object]]] = []
-        if access.allow is not None:
-            allow = access.allow
-            checks.append(("allow", lambda: allow(entry)))
-        if access.authorize is not None:
-            authorize = access.authorize
-            checks.append(("authorize", lambda: authorize(access.principal, entry)))
-        for name, check in checks:
+        for name, check in self.checks:
             try:
-                verdict = check()
-            except Exception as exc:  # fail closed: a broken predicate allows nothing
-                self.failures[f"{name} raised {type(exc).__name__}"] += 1
-                logger.warning("%s raised for entry %r (denied): %s", name, entry.id, exc)
-                return False
+                verdict = check(entry)
+                failure, detail = verdict_failure(verdict), repr(verdict)
+            except Exception as exc:  # fail closed: a broken callback allows nothing
+                verdict, failure, detail = False, f"raised {type(exc).__name__}", str(exc)
             if verdict is not True:
-                if verdict is not False:
-                    self.failures[f"{name} returned {type(verdict).__name__}"] += 1
+                self._deny(name, failure, entry, detail)
                 return False
         return True
 
+    def _deny(self, name: str, failure: str | None, entry: gw.KnowledgeEntry, detail: str) -> None:
+        with self.lock:
+            self.denied += 1
+            if failure is None:
+                return
+            kind = f"{name} {failure}"
+            if sum(self.failures.values()) < _LOGGED_FAILURES:
+                access_log.warning("%s for %s (denied): %s", kind, entry_name(entry), detail)
+            self.failures[kind] += 1
+
     def errors(self) -> tuple[str, ...]:
         """One line per kind of failure, with its count; no entry is named."""
+        with self.lock:
+            counts = sorted(self.failures.items())
         return tuple(
             f"{kind} for {count} entr{'y' if count == 1 else 'ies'}; denied"
-            for kind, count in sorted(self.failures.items())
+            for kind, count in counts
         )
+
+
+def _checks(access: Access, engine: Callable[..., object] | None) -> _Checks | None:
+    """The callbacks ``access`` and the engine bring, as one predicate (None: there are none)."""
+    checks: list[tuple[str, Check]] = []
+    if access.allow is not None:
+        checks.append(("allow", access.allow))
+    if access.authorize is not None:
+        checks.append(("authorize", predicate_of(access.principal, access.authorize)))
+    if engine is not None:
+        checks.append(("GroundingConfig.authorize", predicate_of(access.principal, engine)))
+    return _Checks(checks) if checks else None
 
 
 def entry_text(entry: gw.KnowledgeEntry) -> str:
@@ -202,12 +221,16 @@ class EntrySearcher:
 
     def search(self, query: str, access: Access, limit: int | None = None) -> Passages:
         """The entries for ``query`` that ``access`` may see: primary (ranked, gated),
-        then expanded; at most ``limit``. Raises :class:`~groundwire.ConfigError` for a
-        principal without an authorizer or the reverse (one without the other checks
-        nothing)."""
+        then expanded; at most ``limit``.
+
+        Eligibility is a grounding turn's: the principal's tenant and ACL labels (no
+        principal: only unlabeled entries), then ``allow``, ``authorize`` and an engine's
+        ``GroundingConfig.authorize``, each fail closed, before any ranking; scores come
+        from the tenant's statistics pool. ``denied`` counts entries the callbacks denied.
+        Raises :class:`~groundwire.ConfigError` for an authorizer without a principal."""
         limit = check_limit(limit)
         access = check_access(access)
-        _check_pair(access, "entry")
+        _check_pair(access)
         if not isinstance(query, str):
             raise gw.QueryError(f"query must be a string, got {type(query).__name__}")
         if not query.strip():
@@ -215,16 +238,19 @@ class EntrySearcher:
         kb = self._snapshot()
         if kb is None:
             return Passages(query, reason="index-not-ready")
-        verdicts = (
-            _Verdicts(access) if access.allow is not None or access.authorize is not None else None
+        engine = (
+            self.source.config.authorize if isinstance(self.source, gw.GroundingEngine) else None
         )
-        request = gw.RetrievalRequest(query, scope=access.scope or gw.Scope())
+        checks = _checks(access, engine)
+        request = gw.RetrievalRequest(
+            query, scope=access.scope or gw.Scope(), principal=access.principal
+        )
         selection = gw.retrieve(
             kb,
             request,
             self.config,
             self._blocked_domains(access),
-            verdicts,
+            checks,
             vectors=self.vectors,
             embedder=self.embedder,
         )
@@ -241,8 +267,11 @@ class EntrySearcher:
             confidence=selection.confidence,
             reason=reason,
             candidate_count=selection.candidate_count,
-            denied=0 if verdicts is None else verdicts.denied,
-            authorization_errors=() if verdicts is None else verdicts.errors(),
+            denied=0 if checks is None else checks.denied,
+            authorization_errors=(
+                *(() if checks is None else checks.errors()),
+                *selection.authorization_errors,  # the deadline's, if it passed
+            ),
             truncated_query=selection.truncated_query,
         ).limited(limit)
 
@@ -292,9 +321,12 @@ class EvidenceSearcher:
     def search(self, query: str, access: Access, limit: int | None = None) -> Passages:
         """The excerpts for ``query`` from sources ``access`` may read; at most ``limit``.
 
-        Raises :class:`~groundwire.ConfigError` when ``access`` sets ``allow``, ``scope``
-        or ``blocked_domains`` (entry-only restrictions: refused rather than ignored), or
-        gives a principal without an authorizer or the reverse.
+        Eligibility is :func:`groundwire.retrieve_evidence`'s: the chunks' tenant and ACL
+        labels admit the principal (no principal: only unlabeled chunks), then
+        ``authorize(principal, source)`` decides each visible source, fail closed, before
+        any ranking. Raises :class:`~groundwire.ConfigError` when ``access`` sets
+        ``allow``, ``scope`` or ``blocked_domains`` (entry-only restrictions: refused
+        rather than ignored) or an authorizer without a principal.
         """
         limit = check_limit(limit)
         access = check_access(access)
@@ -312,7 +344,7 @@ class EvidenceSearcher:
                 f"{', '.join(entry_only)} restrict knowledge entries, not documents; "
                 "authorize document sources with authorize(principal, source) -> bool"
             )
-        _check_pair(access, "source")
+        _check_pair(access)
         if not isinstance(query, str):
             raise gw.QueryError(f"query must be a string, got {type(query).__name__}")
         if not query.strip():
