@@ -4,7 +4,9 @@ Runs SciFact test queries (top 10, one query at a time, rounds interleaved) thro
 
 * ``groundwire EntrySearcher``: the searcher every adapter calls (relevance gate off, so
   every system returns ten documents and nDCG@10 compares rankings), with and without
-  score breakdowns (``explain=False``);
+  score breakdowns (``explain=False``), anonymous on the unlabeled corpus and as a
+  ``Principal`` on a copy whose every abstract carries a tenant and an ACL label the
+  principal holds (the same documents visible: what the labels' check costs);
 * the LangChain, LlamaIndex and Haystack adapters over that searcher (``invoke``,
   ``retrieve``, ``run``): the conversion cost each framework adds;
 * Haystack's ``InMemoryBM25Retriever`` over an ``InMemoryDocumentStore`` of the same
@@ -25,6 +27,8 @@ import argparse
 import os
 import statistics
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # no traffic leaves the machine
@@ -71,6 +75,12 @@ def main() -> None:
     searcher = EntrySearcher(kb, config=config, expand=False)
     quick = EntrySearcher(kb, config=config, expand=False, explain=False)
     nobody = Access()
+    labels = {"tenant": "lab", "acl": ["group:readers"]}
+    labeled = gw.KnowledgeBase.from_documents(
+        [replace(d, metadata={**d.metadata, **labels}) for d in data.documents]
+    )
+    as_reader = EntrySearcher(labeled, config=config, expand=False, explain=False)
+    reader = Access(principal=gw.Principal("lab", "ana", groups=("readers",)))
     langchain = LangChainRetriever(searcher=searcher)
     llama = LlamaRetriever(searcher)
     haystack = HaystackRetriever(searcher)
@@ -88,6 +98,11 @@ def main() -> None:
         System(
             "groundwire EntrySearcher explain=False",
             lambda q: [p.id for p in quick.search(q, nobody).passages],
+            timed,
+        ),
+        System(
+            "groundwire EntrySearcher explain=False, a Principal",
+            lambda q: [p.id for p in as_reader.search(q, reader).passages],
             timed,
         ),
         System(
@@ -132,6 +147,12 @@ def main() -> None:
         ]
         for s in systems
     ]
+    same = all(
+        [p.id for p in quick.search(q, nobody).passages]
+        == [p.id for p in as_reader.search(q, reader).passages]
+        for q in queries
+    )
+    assert same, "the labeled copy must rank exactly as the unlabeled corpus"
     print(
         f"SciFact ({len(data.documents):,} documents, {len(queries)} queries; "
         f"{len(timed)} timed), top {K}, {args.rounds} rounds"
@@ -139,6 +160,26 @@ def main() -> None:
     print(versions(["langchain-core", "llama-index-core", "haystack-ai"]))
     print(source_state(REPO))
     print_table(["system", "q/s", "p50 ms", "nDCG@10", "vs Haystack BM25L"], rows)
+    cost = label_cost([(quick, nobody), (as_reader, reader)], queries, args.rounds + 2)
+    print(
+        "labels' cost, CPU ms per query over all queries (median of interleaved rounds; "
+        f"rounds' range): anonymous {cost[0]}, as the Principal {cost[1]}"
+    )
+
+
+def label_cost(
+    pairs: list[tuple[EntrySearcher, Access]], queries: list[str], rounds: int
+) -> list[str]:
+    """CPU time per query of each (searcher, access), interleaved rounds: less sensitive
+    than wall clock to other work on a shared machine."""
+    times: list[list[float]] = [[] for _ in pairs]
+    for _ in range(rounds):
+        for spent, (searcher, access) in zip(times, pairs, strict=True):
+            started = time.process_time()
+            for query in queries:
+                searcher.search(query, access)
+            spent.append((time.process_time() - started) * 1000.0 / len(queries))
+    return [f"{statistics.median(t):.2f} ({min(t):.2f}-{max(t):.2f})" for t in times]
 
 
 if __name__ == "__main__":
