@@ -98,3 +98,36 @@ def pdf_writer() -> ModuleType:
     """``examples/tools/make_docs_pdf.py``, the deterministic hand-written PDF writer:
     ``pdf_writer.pdf_bytes(pages, title)`` makes a small real PDF."""
     return load_by_path("make_docs_pdf", ROOT / "examples" / "tools" / "make_docs_pdf.py")
+
+
+#: Loopback S3 (moto) and IMAP (dovecot) servers for the sync tests (tests/servers.py).
+SERVERS = load_by_path("sync_servers", ROOT / "tests" / "servers.py")
+
+
+def _serve(server: Any, what: str) -> Any:
+    try:
+        server.start()
+    except SERVERS.UnavailableError as exc:
+        server.stop()
+        pytest.skip(f"{what} cannot start: {exc}")
+    return server
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Any:
+    """moto's standalone S3 server on 127.0.0.1, started once per session."""
+    server = _serve(SERVERS.MotoS3(), "moto's S3 server")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def dovecot() -> Any:
+    """Debian's dovecot IMAP server on 127.0.0.1, started once per session."""
+    server = _serve(SERVERS.Dovecot(), "dovecot")
+    yield server
+    server.stop()
+
+
+#: Message, mailbox and configuration builders for the sync tests (tests/synctools.py).
+SYNCTOOLS = load_by_path("synctools", ROOT / "tests" / "synctools.py")

@@ -39,6 +39,7 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("access",),  # principals, labels, authorization: ingest labels, index and retrieve enforce
     ("ingest",),
     ("index",),
+    ("sync",),  # source sync: adapters, custody and the ledger (ingest) into snapshots (index)
     ("retrieve",),
     ("context",),
     ("ground",),

@@ -58,6 +58,7 @@ from groundwire.errors import (
     AuditIntegrityError,
     CitationError,
     ConfigError,
+    CustodyError,
     EmbeddingError,
     FetchError,
     GroundwireError,
@@ -69,6 +70,7 @@ from groundwire.errors import (
     ProviderTimeoutError,
     QueryError,
     SourceError,
+    SyncError,
     ValidationFailedError,
 )
 from groundwire.ground import (
@@ -100,6 +102,15 @@ from groundwire.ingest import (
     load_documents,
     load_sources,
     normalize_and_validate,
+)
+from groundwire.ingest.custody import (
+    Custody,
+    EvidenceLedger,
+    EvidenceResolver,
+    Extraction,
+    ExtractorRegistry,
+    FolderStore,
+    S3Store,
 )
 from groundwire.ingest.policy import AccessPolicy, label_chunks
 from groundwire.llm.assistant import AnswerEvent, GroundedAnswer, GroundedAssistant
@@ -191,6 +202,7 @@ from groundwire.retrieve.rerank import (
 )
 from groundwire.retrieve.screen import Screened, screen_texts
 from groundwire.retrieve.static import StaticRetriever, StaticSpace
+from groundwire.sync import SourceReport, SyncConfig, Syncer, SyncReport, load_sync_config
 from groundwire.text import Analyzer
 
 __version__ = "0.1.0"
@@ -232,17 +244,24 @@ __all__ = [
     "ConversationMemory",
     "CorpusResult",
     "CorpusSource",
+    "Custody",
+    "CustodyError",
     "Document",
     "Embedder",
     "EmbeddingCache",
     "EmbeddingError",
     "EmbeddingReranker",
+    "EvidenceLedger",
+    "EvidenceResolver",
     "EvidenceResult",
     "EvidenceSettings",
     "EvidenceSource",
     "Excerpt",
+    "Extraction",
+    "ExtractorRegistry",
     "FetchError",
     "Filter",
+    "FolderStore",
     "GenerateResult",
     "Governance",
     "GroundedAnswer",
@@ -309,6 +328,7 @@ __all__ = [
     "RetrievalRequest",
     "RetrievalResult",
     "RetryPolicy",
+    "S3Store",
     "SQLiteAuditSink",
     "SQLiteConversationMemory",
     "Scope",
@@ -322,12 +342,17 @@ __all__ = [
     "SkippedSource",
     "SnapshotCache",
     "SourceError",
+    "SourceReport",
     "StaticRetriever",
     "StaticSpace",
     "StreamEvent",
     "StreamResult",
     "SummarizedRecall",
     "SummaryCard",
+    "SyncConfig",
+    "SyncError",
+    "SyncReport",
+    "Syncer",
     "Tool",
     "ToolCall",
     "ToolLoopResult",
@@ -365,6 +390,7 @@ __all__ = [
     "load_document",
     "load_documents",
     "load_sources",
+    "load_sync_config",
     "normalize_and_validate",
     "render_evidence",
     "render_memory_block",

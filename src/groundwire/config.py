@@ -1282,3 +1282,40 @@ class MemoryPipelineConfig:
         for name in ("aspect_delta", "aspect_min_weight", "stale_days", "decay_rate"):
             _finite(name, getattr(self, name))
         _finite("aspect_max_weight", self.aspect_max_weight, minimum=float(self.aspect_min_weight))
+# --- Source sync, custody and evidence (docs/SYNC.md) ---------------------------------------
+#: Changes a provider hands over per batch: the unit that is checkpointed and replayed after
+#: a crash; a few hundred keeps a replay cheap and one IMAP FETCH or Drive page in memory.
+SYNC_BATCH_SIZE: Final = 200
+#: Seconds a sync lease holds a source before another process may take it over: a sync of
+#: one batch takes seconds; a dead holder on this host is detected at once (its pid is gone).
+SYNC_LEASE_SECONDS: Final = 600.0
+#: Seconds between runs of ``groundwire sync --watch``: polling IMAP/S3 each minute is what
+#: mail clients do without IDLE, and far below the providers' rate limits.
+SYNC_WATCH_INTERVAL_S: Final = 60.0
+#: Bytes one original (message, object, file) may have: larger ones are skipped with the
+#: reason; the document loaders' own per-file bound.
+SYNC_MAX_ORIGINAL_BYTES: Final = MAX_DOCUMENT_BYTES
+#: Seconds one request to IMAP, S3, Gmail or Drive may take (connect + read).
+SYNC_REQUEST_TIMEOUT_S: Final = 60.0
+#: Messages fetched per IMAP FETCH command: bounded memory, few round trips.
+IMAP_FETCH_CHUNK: Final = 100
+#: Results per page asked of Gmail (history, messages) and Drive (changes, files): the
+#: largest page each API documents (Gmail 500, Drive 1,000) is slower to retry; 100 is theirs.
+GOOGLE_PAGE_SIZE: Final = 100
+#: Attachments of one message handed to the loaders; more are skipped with the reason.
+MAIL_MAX_ATTACHMENTS: Final = 20
+#: Quoted-history markers that end a reply's own text (attribution lines, forwarded headers).
+MAIL_QUOTE_MARKERS: Final[tuple[str, ...]] = (
+    r"^On .{1,200}wrote:\s*$",
+    r"^-{2,}\s*Original Message\s*-{2,}\s*$",
+    r"^-{2,}\s*Forwarded message\s*-{2,}\s*$",
+    r"^From: .+\n(?:Sent|Date): .+",
+    r"^_{10,}\s*$",
+)
+#: Share of a PDF's pages that may lack a text layer before the whole file needs OCR
+#: (below it the text is ``partial`` and the pages are named); 1.0 = every page.
+OCR_PAGE_SHARE: Final = 1.0
+#: Mean OCR confidence (0-100) below which OCR text is ``partial``, never ``readable``.
+OCR_MIN_CONFIDENCE: Final = 80.0
+#: Seconds an OCR engine may take per page before the page counts as unread.
+OCR_TIMEOUT_S: Final = 60.0

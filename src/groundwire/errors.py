@@ -8,7 +8,9 @@ The tree::
     GroundwireError
     ├── ConfigError            an option is out of range or of the wrong type
     ├── SourceError            a knowledge source cannot be read or parsed
-    │   └── FetchError         a URL cannot be fetched: scheme, status, type, size or time
+    │   ├── FetchError         a URL cannot be fetched: scheme, status, type, size or time
+    │   └── SyncError          a source adapter failed: connection, login, protocol, lease
+    │       └── CustodyError   an original cannot be stored or read back intact
     ├── ValidationFailedError  sources were read but have blocking validation issues
     ├── QueryError             a query or request is malformed or over a limit
     ├── KnowledgeIndexError    an index is not built, or a lookup is invalid
@@ -38,6 +40,7 @@ __all__ = [
     "AuditIntegrityError",
     "CitationError",
     "ConfigError",
+    "CustodyError",
     "EmbeddingError",
     "FetchError",
     "GroundwireError",
@@ -49,6 +52,7 @@ __all__ = [
     "ProviderTimeoutError",
     "QueryError",
     "SourceError",
+    "SyncError",
     "ValidationFailedError",
 ]
 
@@ -77,6 +81,23 @@ class FetchError(SourceError):
         self.url = url
         self.status = status
         super().__init__(message)
+
+
+class SyncError(SourceError):
+    """A source adapter could not sync: connection, login, protocol, a held lease or bad state.
+
+    ``source_id`` names the configured source; ``retryable`` says a later run may succeed
+    (network, rate limits, a lease held by another process).
+    """
+
+    def __init__(self, message: str, *, source_id: str = "", retryable: bool = False) -> None:
+        self.source_id = source_id
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class CustodyError(SyncError):
+    """An original could not be stored, or read back with the digest it was stored under."""
 
 
 class ValidationFailedError(GroundwireError):

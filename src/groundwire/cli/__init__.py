@@ -20,10 +20,19 @@ and import it below.
 
 from __future__ import annotations
 
-from groundwire.cli import ask, build, checks, evaluate, grounding, memory, memory_worker
+from groundwire.cli import (
+    ask,
+    build,
+    checks,
+    evaluate,
+    grounding,
+    memory,
+    memory_worker,
+    sync,
+)
 from groundwire.cli.app import app, main
 
 __all__ = ["app", "main"]
 
 # The command modules register themselves on ``app`` when imported.
-_COMMANDS = (grounding, checks, build, evaluate, ask, memory, memory_worker)
+_COMMANDS = (grounding, checks, build, evaluate, ask, memory, memory_worker, sync)

@@ -36,7 +36,7 @@ class _OneLineLog(logging.Handler):
 _LOG_HANDLER = _OneLineLog()
 #: The order ``--help`` lists commands in: a user's path from trying to building to checking.
 #: Commands missing here (a new module) follow, in the order they were registered.
-COMMAND_ORDER = ("ground", "search", "ask", "status", "validate", "index", "ingest", "eval")
+COMMAND_ORDER = ("ground", "search", "ask", "status", "validate", "index", "ingest", "sync", "eval")
 
 
 def _plain_arguments(command: Any) -> None:

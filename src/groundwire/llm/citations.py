@@ -18,8 +18,12 @@ ignored; an id may itself hold balanced brackets (``pages/[slug].md#0``). A ``[K
 without ``@VERSION`` is reported as malformed rather than skipped.
 
 A citation is valid when its id (and, for ``[KB:...]``, its version) is among those
-offered. For an :class:`~groundwire.Excerpt` every chunk merged into it counts, at the
-excerpt's version. Validity means the id was offered — **not** that the cited text
+offered, and — when a ``resolver`` is given (an
+:class:`~groundwire.EvidenceResolver` of the evidence ledger) — when its evidence is
+current, of the principal's tenant and untampered: citations to withdrawn, superseded,
+deleted, foreign-tenant or tampered evidence get that problem and a ``detail``. For
+an :class:`~groundwire.Excerpt` every chunk merged into it counts, at the excerpt's
+version. Validity means the id was offered — **not** that the cited text
 supports the sentence around it: this checks ids, not truth.
 """
 
@@ -27,8 +31,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
 
 from groundwire.config import MAX_CITATION_TEXT_CHARS
 from groundwire.ground.evidence import EvidenceResult
@@ -38,13 +42,34 @@ from groundwire.model import Chunk, Citation, Excerpt, KnowledgeBlock, Knowledge
 __all__ = [
     "CitationCheck",
     "CitationReport",
+    "CitationResolver",
     "EvidenceLike",
     "offered_citations",
     "validate_citations",
 ]
 
 CitationKind = Literal["evidence", "kb", "memory"]
-CitationProblem = Literal["unknown-id", "wrong-version", "malformed"]
+CitationProblem = Literal[
+    "unknown-id",
+    "wrong-version",
+    "malformed",
+    # from a resolver (groundwire.ingest.custody.resolve.RESOLUTION_PROBLEMS):
+    "foreign-tenant",
+    "withdrawn",
+    "superseded",
+    "deleted",
+    "tampered",
+    "unknown-evidence",
+]
+
+
+class CitationResolver(Protocol):
+    """Judges the evidence behind a citation that was offered (the evidence ledger's
+    :class:`~groundwire.EvidenceResolver`): ``(problem, detail)``, or None when sound."""
+
+    def check_citation(self, citation: Citation, offered: object = None) -> tuple[str, str] | None:
+        """Why ``citation`` (offered as ``offered``) must be rejected, or None."""
+        ...
 
 #: What :func:`validate_citations` accepts as the evidence that was offered.
 EvidenceLike = (
@@ -81,6 +106,7 @@ class CitationCheck:
     start: int
     end: int
     problem: CitationProblem | None = None
+    detail: str | None = None
 
     @property
     def valid(self) -> bool:
@@ -135,11 +161,8 @@ class CitationReport:
         return tuple(dict.fromkeys(c.tag for c in self.invalid))
 
 
-def offered_citations(evidence: EvidenceLike) -> tuple[Citation, ...]:
-    """The ``(id, version)`` pairs ``evidence`` offers, deduplicated, in order.
-
-    An excerpt offers its best chunk and every chunk merged into it, at its version.
-    """
+def _offered_records(evidence: EvidenceLike) -> dict[tuple[str, str], object]:
+    """Each ``(id, version)`` ``evidence`` offers → the record that offered it, in order."""
     items: Iterable[object]
     if isinstance(evidence, EvidenceResult):
         items = evidence.excerpts
@@ -149,21 +172,27 @@ def offered_citations(evidence: EvidenceLike) -> tuple[Citation, ...]:
         raise TypeError("evidence must be an EvidenceResult, a KnowledgeBlock or a list")
     else:
         items = evidence
-    found: dict[tuple[str, str], Citation] = {}
+    found: dict[tuple[str, str], object] = {}
     for item in items:
         if isinstance(item, Excerpt):
             for chunk_id in (item.id, *item.chunk_ids):
-                found.setdefault((chunk_id, item.version), Citation(chunk_id, item.version))
-        elif isinstance(item, Citation):
+                found.setdefault((chunk_id, item.version), item)
+        elif isinstance(item, Citation | Chunk | KnowledgeEntry):
             found.setdefault((item.id, item.version), item)
-        elif isinstance(item, Chunk | KnowledgeEntry):
-            found.setdefault((item.id, item.version), item.citation)
         else:
             raise TypeError(
                 f"evidence items must be Excerpt, Citation, Chunk or KnowledgeEntry records, "
                 f"got {type(item).__name__}"
             )
-    return tuple(found.values())
+    return found
+
+
+def offered_citations(evidence: EvidenceLike) -> tuple[Citation, ...]:
+    """The ``(id, version)`` pairs ``evidence`` offers, deduplicated, in order.
+
+    An excerpt offers its best chunk and every chunk merged into it, at its version.
+    """
+    return tuple(Citation(cited_id, version) for cited_id, version in _offered_records(evidence))
 
 
 def offered_memory_ids(memories: MemoriesLike | None) -> tuple[str, ...]:
@@ -221,8 +250,34 @@ def _parse(
     return "kb", cited_id, version, _check("kb", cited_id, version, versions)
 
 
+def _resolved(
+    checks: list[CitationCheck],
+    offered: dict[tuple[str, str], object],
+    resolver: CitationResolver,
+) -> list[CitationCheck]:
+    """Valid citations re-judged by ``resolver`` against the evidence ledger."""
+    versions: dict[str, list[str]] = {}
+    for cited_id, version in offered:
+        versions.setdefault(cited_id, []).append(version)
+    out = []
+    for check in checks:
+        if check.problem is None and check.kind != "memory":
+            version = check.version or (versions.get(check.id) or [""])[0]
+            item = offered.get((check.id, version))
+            verdict = resolver.check_citation(Citation(check.id, version), item)
+            if verdict is not None:
+                problem, detail = verdict
+                check = replace(check, problem=problem, detail=detail)  # type: ignore[arg-type]
+        out.append(check)
+    return out
+
+
 def validate_citations(
-    text: str, evidence: EvidenceLike = (), *, memories: MemoriesLike | None = None
+    text: str,
+    evidence: EvidenceLike = (),
+    *,
+    memories: MemoriesLike | None = None,
+    resolver: CitationResolver | None = None,
 ) -> CitationReport:
     """Find every ``[evidence:ID]`` and ``[KB:ID@VERSION]`` in ``text`` and check each.
 
@@ -234,11 +289,13 @@ def validate_citations(
     :class:`~groundwire.MemoryBlock`, or memories or ids), which ``[MEM:ID]`` must name.
     Returns a :class:`CitationReport`; never raises for any text. Checks ids, not truth.
     Time is linear in the text, and at most ``MAX_CITATION_TEXT_CHARS`` characters are
-    read.
+    read. With ``resolver``, each citation that was offered is also resolved to its
+    evidence (see the module docstring).
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, got {type(text).__name__}")
-    offered = offered_citations(evidence)
+    records = _offered_records(evidence)  # read once: ``evidence`` may be an iterator
+    offered = tuple(Citation(cited_id, version) for cited_id, version in records)
     memory_ids = offered_memory_ids(memories)
     known_memories = set(memory_ids)
     versions: dict[str, set[str]] = {}
@@ -253,4 +310,6 @@ def validate_citations(
                 kind, cited_id, version, match.group(0), match.start(), match.end(), problem
             )
         )
+    if resolver is not None:
+        checks = _resolved(checks, records, resolver)
     return CitationReport(tuple(checks), offered, memory_ids, truncated)
