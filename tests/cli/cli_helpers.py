@@ -40,7 +40,7 @@ ISSUE_KEYS = {"severity", "code", "message", "source_id", "entry_id", "field", "
 BREAKDOWN_KEYS = {"title", "aliases", "keywords", "summary", "body", "exact", "alias"}
 COMMANDS = sorted(get_command(app).commands)  # type: ignore[attr-defined]
 #: Commands that take a knowledge base (``memory`` takes a store: tests/cli/test_memory_cli.py).
-KB_COMMANDS = [name for name in COMMANDS if name != "memory"]
+KB_COMMANDS = [name for name in COMMANDS if name not in ("memory", "sync")]  # sync: CONFIG
 
 runner = CliRunner()
 
