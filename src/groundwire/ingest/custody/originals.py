@@ -102,8 +102,11 @@ class FolderStore:
         if target.exists():
             return False
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            try:
+                fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            except FileNotFoundError:  # the first object of its fan-out folder
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
