@@ -24,7 +24,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -340,18 +340,26 @@ class EvidenceLedger:
     # -- reading -------------------------------------------------------------------------------
     def current_chunks(self, sources: Iterable[str] | None = None) -> list[Chunk]:
         """Every chunk of current evidence (of ``sources``, or all), in chunk-id order."""
+        return self._chunks("e.source", None if sources is None else sorted(set(sources)))
+
+    def chunks_of(self, document_ids: Iterable[str]) -> list[Chunk]:
+        """The current chunks of these documents (what an incremental snapshot update adds)."""
+        return self._chunks("e.document_id", sorted(set(document_ids)))
+
+    def _chunks(self, column: str, wanted: list[str] | None) -> list[Chunk]:
         query = (
             "SELECT f.chunk_id, e.document_id, f.number, f.text, f.start, f.end, e.version, "
             "f.sha256, e.path, e.title, e.kind, f.headings, f.symbols, f.meta "
             "FROM fragments f JOIN evidence e ON e.id = f.evidence WHERE e.state = 'current'"
         )
-        params: list[str] = []
-        if sources is not None:
-            wanted = sorted(set(sources))
-            if not wanted:
-                return []
-            query += f" AND e.source IN ({', '.join('?' * len(wanted))})"
-            params = wanted
+        rows: list[Any] = []
+        if wanted is None:
+            rows = self._db.execute(query).fetchall()
+        else:
+            for at in range(0, len(wanted), 500):  # SQLite's bound on parameters
+                part = wanted[at : at + 500]
+                clause = f" AND {column} IN ({', '.join('?' * len(part))})"
+                rows.extend(self._db.execute(query + clause, part).fetchall())
         chunks = [
             Chunk(
                 id=row[0],
@@ -369,15 +377,10 @@ class EvidenceLedger:
                 symbols=tuple(json.loads(row[12])),
                 metadata=_meta_of(row[13]),
             )
-            for row in self._db.execute(query, params).fetchall()
+            for row in rows
         ]
         chunks.sort(key=lambda chunk: chunk.id)
         return chunks
-
-    def chunks_of(self, document_ids: Sequence[str]) -> list[Chunk]:
-        """The current chunks of these documents (for an incremental snapshot update)."""
-        wanted = set(document_ids)
-        return [chunk for chunk in self.current_chunks() if chunk.source_id in wanted]
 
     def current_documents(self, source_id: str) -> list[str]:
         """Ids of the current documents of one source, sorted."""
