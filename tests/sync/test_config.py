@@ -52,7 +52,7 @@ def test_a_configuration_resolves_paths_labels_and_defaults(tmp_path: Path) -> N
         ([{"id": "a", "type": "imap", "host": "h", "username": "u"}], "needs 'password_env'"),
         (
             [{"id": "a", "type": "mbox", "path": "m", "tenant": "two words"}],
-            "tenant='two words' is invalid",
+            "not a valid tenant id",
         ),
         (
             [{"id": "a", "type": "mbox", "path": "m", "acl": ["admins"]}],

@@ -13,11 +13,14 @@ from groundwire import (
     Citation,
     HashingEmbedder,
     KnowledgeBase,
+    Principal,
     VectorIndex,
     retrieve_evidence,
     validate_citations,
 )
 from synctools import search_ids, syncer, write_config
+
+ACME = Principal("acme", "reader")
 
 
 def _docs(tmp_path: Path, tenant: str | None = "acme") -> Path:
@@ -110,7 +113,9 @@ def test_foreign_tenant_and_tampered_evidence_is_rejected(tmp_path: Path) -> Non
             == "unknown-evidence"
         )
 
-        evidence = retrieve_evidence(KnowledgeBase.load(tmp_path / "kb"), "lost badges front desk")
+        evidence = retrieve_evidence(
+            KnowledgeBase.load(tmp_path / "kb"), "lost badges front desk", principal=ACME
+        )
         excerpt = evidence.excerpts[0]
         assert sync.resolver("acme").resolve(Citation(excerpt.id, excerpt.version), excerpt).ok
         assert (
@@ -183,7 +188,7 @@ def test_a_withdrawn_document_is_unreachable_through_search_evidence_citations_a
         kb = KnowledgeBase.load(tmp_path / "kb")
         assert "docs/retention.md#0" not in kb
         assert not search_ids(tmp_path / "kb", "invoices archive ten years")
-        evidence = retrieve_evidence(kb, "invoices archive ten years")
+        evidence = retrieve_evidence(kb, "invoices archive ten years", principal=ACME)
         assert all(e.source_id != "docs/retention.md" for e in evidence.excerpts)
         assert len(VectorIndex.load(tmp_path / "kb.vectors")) == len(kb) == 1
         check = validate_citations(
@@ -224,3 +229,24 @@ def test_withdrawing_a_whole_source_and_removing_stale_vectors(tmp_path: Path) -
     assert len(KnowledgeBase.load(tmp_path / "kb")) == 0
     with syncer(config) as sync, pytest.raises(Exception, match="neither a configured source"):
         sync.withdraw("docs/nothing.md", "typo")
+
+
+def test_synced_labels_are_enforced_by_the_access_model(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "salaries.md").write_text("# Salaries\n\nSalary bands are reviewed every April.\n")
+    config = write_config(
+        tmp_path,
+        [{"id": "hr", "type": "folder", "path": "docs", "tenant": "acme", "acl": ["group:hr"]}],
+    )
+    with syncer(config) as sync:
+        sync.run_once()
+    kb = KnowledgeBase.load(tmp_path / "kb")
+    question = "salary bands reviewed"
+
+    def sources(principal: Principal) -> list[str]:
+        return [e.source_id for e in retrieve_evidence(kb, question, principal=principal).excerpts]
+
+    assert sources(Principal("acme", "carol", ("hr",))) == ["hr/salaries.md"]
+    assert sources(Principal("acme", "bob", ("eng",))) == []
+    assert sources(Principal("globex", "dave", ("hr",))) == []

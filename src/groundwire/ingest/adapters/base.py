@@ -13,20 +13,22 @@ documents together (:meth:`Provider.compose`); an item without one is its own do
 Composition returns :class:`Draft` documents: bytes to extract, their media type, the
 originals they derive from and the access labels they carry.
 
-Labels follow the access model: ``tenant`` (one id, or none: shared by every tenant) and
-``acl`` (``user:<subject>`` / ``group:<group>`` labels, or none: every principal of the
-tenant), stored in chunk metadata under those two keys.
+Labels are the access model's (:class:`groundwire.access.labels.Labels`): ``tenant``
+(one id, or none: shared by every tenant) and ``acl`` (``user:<subject>`` /
+``group:<group>`` labels, or none: every principal of the tenant), stored in chunk
+metadata under ``tenant`` and ``acl``, where every store reads them.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
+from groundwire.access.labels import Labels, parse_acl, parse_tenant
 from groundwire.errors import ConfigError
+from groundwire.model import is_label_id
 
 __all__ = [
     "OPEN",
@@ -47,28 +49,17 @@ __all__ = [
     "parse_labels",
 ]
 
-#: Metadata keys of the access labels (the access model's ``tenant`` and ``acl``).
-TENANT_KEY = "tenant"
-ACL_KEY = "acl"
-_LABEL_ID = re.compile(r"[^\s\x00-\x1f\x7f-\x9f\"'\\,*]{1,256}")
-_ACL_PREFIXES = ("user", "group")
-
-
-@dataclass(frozen=True, slots=True)
-class Labels:
-    """Access labels of a synced document: its tenant (None: shared) and ACL (empty: open)."""
-
-    tenant: str | None = None
-    acl: tuple[str, ...] = ()
-
-    def as_metadata(self) -> dict[str, Any]:
-        """The labels as chunk metadata (only those set), as the access model reads them."""
-        out: dict[str, Any] = {}
-        if self.tenant is not None:
-            out[TENANT_KEY] = self.tenant
-        if self.acl:
-            out[ACL_KEY] = self.acl
-        return out
+def parse_labels(tenant: object, acl: object, where: str) -> Labels:
+    """Configured labels, checked by the access model: ConfigError naming ``where``."""
+    try:
+        parsed_tenant = parse_tenant(tenant)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.tenant: {exc}") from exc
+    try:
+        parsed_acl = parse_acl(acl)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.acl: {exc}") from exc
+    return Labels(parsed_tenant, parsed_acl)
 
 
 #: No labels: shared by every tenant, open to every principal of it.
@@ -82,31 +73,10 @@ def grant(labels: Labels, acl: Sequence[str]) -> Labels:
     return Labels(labels.tenant, tuple(sorted({*labels.acl, *acl})))
 
 
-def parse_labels(tenant: object, acl: object, where: str) -> Labels:
-    """Configured labels, checked: ConfigError naming ``where`` and the fix when malformed."""
-    if tenant is not None and (not isinstance(tenant, str) or not _LABEL_ID.fullmatch(tenant)):
-        raise ConfigError(
-            f"{where}.tenant={tenant!r} is invalid: expected one id without whitespace, "
-            "quotes, commas or '*', e.g. tenant: acme"
-        )
-    if acl is None:
-        acl = []
-    if isinstance(acl, str) or not isinstance(acl, list | tuple):
-        raise ConfigError(f"{where}.acl={acl!r} is invalid: expected a list, e.g. [group:eng]")
-    for label in acl:
-        prefix, _, name = label.partition(":") if isinstance(label, str) else ("", "", "")
-        if prefix not in _ACL_PREFIXES or not _LABEL_ID.fullmatch(name):
-            raise ConfigError(
-                f"{where}.acl: {label!r} is not user:<subject> or group:<group>; "
-                "write e.g. group:eng or user:alice"
-            )
-    return Labels(tenant, tuple(sorted(set(acl))))
-
-
 def acl_label(kind: str, name: str) -> str | None:
     """``user:<name>`` / ``group:<name>`` when ``name`` is a valid label id, else None."""
     name = name.strip()
-    return f"{kind}:{name}" if _LABEL_ID.fullmatch(name) else None
+    return f"{kind}:{name}" if is_label_id(name) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +101,7 @@ class Item:
     sha256: str | None = None
     md5: str | None = None
     account: str = ""
-    labels: Labels = Labels()
+    labels: Labels = OPEN
     uri: str = ""
     dedupe: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
