@@ -52,9 +52,22 @@ def test_sync_prints_a_summary_with_skip_reasons_then_the_snapshot_answers(tmp_p
     assert "mail" in out
     assert "2 new, 0 changed, 0 removed" in " ".join(out.split())
     assert "skipped docs secret.txt: contains a URL with a password" in " ".join(out.split())
-    search = run("search", str(tmp_path / "kb"), "guest network password", "--json")
+    as_acme = ("--tenant", "acme", "--subject", "ann")
+    search = run("search", str(tmp_path / "kb"), "guest network password", "--json", *as_acme)
     assert search.exit_code == 0
     assert "docs/wifi.md#0" in search.stdout
+    # the access model applies to synced documents: another tenant sees nothing
+    other = run(
+        "search",
+        str(tmp_path / "kb"),
+        "guest network",
+        "--json",
+        "--tenant",
+        "globex",
+        "--subject",
+        "x",
+    )
+    assert "docs/wifi.md#0" not in other.stdout
 
 
 def test_sync_json_withdraw_and_watch_runs(tmp_path: Path) -> None:
