@@ -71,6 +71,7 @@ class CitationResolver(Protocol):
         """Why ``citation`` (offered as ``offered``) must be rejected, or None."""
         ...
 
+
 #: What :func:`validate_citations` accepts as the evidence that was offered.
 EvidenceLike = (
     EvidenceResult | KnowledgeBlock | Iterable[Excerpt | Citation | Chunk | KnowledgeEntry]

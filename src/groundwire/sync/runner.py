@@ -31,10 +31,10 @@ from groundwire.errors import SourceError, SyncError
 from groundwire.ingest.adapters.base import Batch, Draft, Item, Member, Provider, Tombstone
 from groundwire.ingest.adapters.checkpoints import CheckpointStore, StoredItem
 from groundwire.ingest.chunking import chunk_document
-from groundwire.ingest.corpus import _secret
 from groundwire.ingest.custody.extract import ExtractorRegistry
 from groundwire.ingest.custody.ledger import EvidenceInput, EvidenceLedger
 from groundwire.ingest.custody.originals import Custody, Provenance
+from groundwire.ingest.safety import find_secret
 from groundwire.model import SkippedSource
 
 __all__ = ["SourceReport", "SourceSync", "SyncEvent"]
@@ -268,7 +268,7 @@ class SourceSync:
                     )
                 )
                 return None
-        secret = _secret(data)
+        secret = find_secret(data)
         if secret is not None:  # never into custody: reported again on every run
             report.skipped.append(SkippedSource(change.uri or change.key, secret))
             return None
@@ -405,7 +405,7 @@ class SourceSync:
             path=draft.uri or draft.name,
             title=draft.title or extraction.document.title,
         )
-        secret = _secret(document.text.encode("utf-8"))
+        secret = find_secret(document.text.encode("utf-8"), document.text)
         if secret is not None:
             report.skipped.append(SkippedSource(where, secret))
             return False

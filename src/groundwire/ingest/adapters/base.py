@@ -49,6 +49,7 @@ __all__ = [
     "parse_labels",
 ]
 
+
 def parse_labels(tenant: object, acl: object, where: str) -> Labels:
     """Configured labels, checked by the access model: ConfigError naming ``where``."""
     try:
