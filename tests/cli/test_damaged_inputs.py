@@ -2,13 +2,16 @@
 
 Damage: a truncated file, a FIFO, deep nesting, a bit-flipped snapshot, and snapshots
 whose manifest was deleted or replaced by a folder or a FIFO (issue 9, defect 9: those
-were served as a documents folder of their own array files, exit 0). The matrix runs
+were served as a documents folder of their own array files, exit 0). ``sync`` is fed a
+damaged configuration, damaged state (checkpoint store, evidence ledger) and damaged
+sources; a damaged snapshot it publishes to is rebuilt from the ledger. The matrix runs
 in-process; one case of each kind also runs as a real subprocess (what a user sees). A
 hang is caught by the test timeout.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +25,7 @@ from typer.testing import CliRunner
 
 from groundwire import KnowledgeBase, load_sources
 from groundwire.cli import app
+from synctools import message, write_config, write_mbox
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -337,3 +341,138 @@ def test_a_damaged_memory_store_is_one_error(
     target = memory_damage(damage, memory_store, tmp_path)
     real = command == "add" and damage == "fifo"
     assert_one_error(groundwire("memory", command, target, *MEMORY_COMMANDS[command], real=real))
+
+
+# -- sync: the configuration, the state folder, the sources, the snapshot ----------------------
+SYNC_CONFIG_DAMAGE = {
+    "truncated yaml": "invalid YAML",
+    "fifo": "not a regular file (a FIFO)",
+    "folder": "not a regular file (a folder)",
+    "deep yaml": "nested more than 100 levels deep",
+    "not utf-8": "not valid UTF-8",
+}
+
+
+def _sync_setup(root: Path) -> Path:
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "keys.md").write_text("# Keys\n\nRotate the API keys every 90 days.\n")
+    write_mbox(root / "help.mbox", [message("1@acme", "Desks", "Book desks before 9.")])
+    return write_config(
+        root,
+        [
+            {"id": "docs", "type": "folder", "path": "docs"},
+            {"id": "mail", "type": "mbox", "path": "help.mbox"},
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with a configuration, its state and its published snapshot."""
+    root = tmp_path_factory.mktemp("synced") / "site"
+    done = groundwire("sync", _sync_setup(root))
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+@pytest.mark.parametrize("damage", sorted(SYNC_CONFIG_DAMAGE))
+def test_sync_of_a_damaged_configuration_is_one_error(tmp_path: Path, damage: str) -> None:
+    config = _sync_setup(tmp_path)
+    text = config.read_text(encoding="utf-8")
+    config.unlink()
+    if damage == "truncated yaml":  # cut off inside a flow mapping
+        config.write_text(text + "chunking: {size: 800, overl", encoding="utf-8")
+    elif damage == "fifo":
+        os.mkfifo(config)
+    elif damage == "folder":
+        config.mkdir()
+    elif damage == "deep yaml":
+        config.write_text("sources: " + "[" * 5_000, encoding="utf-8")
+    else:
+        config.write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
+    done = groundwire("sync", config, real=damage == "fifo")
+    assert_one_error(done, SYNC_CONFIG_DAMAGE[damage])
+    assert not (tmp_path / "state").exists()
+    assert not (tmp_path / "kb").exists()
+
+
+@pytest.mark.parametrize("damage", ["fifo", "folder", "truncated", "bit-flip header"])
+@pytest.mark.parametrize("store", ["checkpoints", "ledger"])
+def test_sync_with_a_damaged_state_store_is_one_error_and_keeps_the_snapshot(
+    synced: Path, tmp_path: Path, store: str, damage: str
+) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(synced, site)
+    database = site / "state" / f"{store}.sqlite"
+    good = tmp_path / "good.sqlite"
+    database.rename(good)
+    memory_damage(damage, good, site / "state").rename(database)  # the same four damages
+    (site / "docs" / "new.md").write_text("# New\n\nA change that must not be published.\n")
+    before = sorted(p.name for p in (site / "kb").iterdir())
+    done = groundwire("sync", site / "sync.yaml", real=damage == "fifo" and store == "ledger")
+    word = "checkpoint store" if store == "checkpoints" else "evidence ledger"
+    assert_one_error(done, f"{store}.sqlite", f"cannot open the {word}")
+    assert sorted(p.name for p in (site / "kb").iterdir()) == before
+    assert len(KnowledgeBase.load(site / "kb")) == 2
+
+
+@pytest.mark.parametrize("damage", ["fifo", "folder", "missing"])
+def test_sync_of_a_damaged_source_names_it_and_syncs_the_others(
+    tmp_path: Path, damage: str
+) -> None:
+    config = _sync_setup(tmp_path)
+    mbox = tmp_path / "help.mbox"
+    mbox.unlink()
+    if damage == "fifo":
+        os.mkfifo(mbox)
+    elif damage == "folder":
+        mbox.mkdir()
+    done = groundwire("sync", config, real=damage == "fifo")
+    assert_one_error(done, "some sources failed")
+    reason = {
+        "fifo": "not a regular file (a FIFO)",
+        "folder": "not a regular file (a folder)",
+        "missing": "no such mbox file",
+    }[damage]
+    assert f"error mail: {mbox}: {reason}" in " ".join(done.stdout.split())
+    assert [str(e.metadata["source_id"]) for e in KnowledgeBase.load(tmp_path / "kb")] == [
+        "docs/keys.md"
+    ]
+
+
+def test_a_fifo_in_a_synced_folder_is_skipped_with_its_reason(tmp_path: Path) -> None:
+    config = _sync_setup(tmp_path)
+    os.mkfifo(tmp_path / "docs" / "pipe.md")
+    done = groundwire("sync", config, "--json")
+    assert done.returncode == 0, done.stderr
+    [docs] = [s for s in json.loads(done.stdout)["sources"] if s["source"] == "docs"]
+    assert docs["skipped"] == [{"path": "pipe.md", "reason": "not a regular file (a FIFO)"}]
+
+
+def _documents(snapshot: Path) -> list[str]:
+    kb = KnowledgeBase.load(snapshot, verify="full")
+    return sorted(str(entry.metadata["source_id"]) for entry in kb)
+
+
+@pytest.mark.parametrize("damage", sorted(SNAPSHOT_DAMAGE))
+def test_sync_rebuilds_a_damaged_snapshot_from_the_ledger(
+    synced: Path, tmp_path: Path, damage: str
+) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(synced, site)
+    broken = SNAPSHOT_DAMAGE[damage](site / "kb", tmp_path)
+    shutil.rmtree(site / "kb")
+    shutil.move(broken, site / "kb")
+    (site / "docs" / "new.md").write_text("# New\n\nWebhooks retry eight times.\n")
+    done = groundwire("sync", site / "sync.yaml")
+    if damage == "manifest a folder":  # not ours to delete: refused, reported, retried
+        assert_one_error(done, "the snapshot was not published")
+        assert "error snapshot: " in done.stdout
+        assert "docs " in done.stdout  # the summary of the sources still prints
+        shutil.rmtree(site / "kb")
+        done = groundwire("sync", site / "sync.yaml")  # nothing new: the publish is retried
+    assert done.returncode == 0, done.stderr
+    documents = _documents(site / "kb")
+    assert documents[:2] == ["docs/keys.md", "docs/new.md"]
+    assert len(documents) == 3
+    assert documents[2].startswith("mail/threads/")

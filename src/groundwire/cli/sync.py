@@ -12,7 +12,7 @@ from rich.progress import Progress, TaskID
 from rich.table import Table
 from rich.text import Text
 
-from groundwire import Embedder, SourceReport, Syncer, SyncReport, load_sync_config
+from groundwire import Embedder, Syncer, SyncReport, load_sync_config
 from groundwire.cli.app import app
 from groundwire.cli.options import JsonOpt
 from groundwire.cli.output import (
@@ -91,6 +91,8 @@ def _print(console: Console, report: SyncReport) -> None:
                 Text(f"skipped {source.source_id} {item.path}: {item.reason}", style="yellow"),
                 soft_wrap=True,
             )
+    if report.publish_error is not None:
+        console.print(Text(f"error snapshot: {report.publish_error}", style="red"), soft_wrap=True)
     for document in report.withdrawn:
         console.print(Text(f"withdrawn {document}", style="magenta"), soft_wrap=True)
     totals = report.totals()
@@ -131,12 +133,15 @@ def _report_json(report: SyncReport) -> dict[str, Any]:
             "vectors": published.vectors,
             "seconds": round(published.seconds, 3),
         },
+        "publish_error": report.publish_error,
         "seconds": round(report.seconds, 3),
     }
 
 
-def _failed(sources: list[SourceReport]) -> bool:
-    return any(source.error is not None for source in sources)
+def _problems(report: SyncReport) -> set[str]:
+    """What failed in a run: ``sources``, ``snapshot``."""
+    failed = {"sources"} if any(s.error is not None for s in report.sources) else set()
+    return failed | ({"snapshot"} if report.publish_error is not None else set())
 
 
 @app.command()
@@ -231,7 +236,7 @@ def sync(
     embedder: Embedder | None = cached_embedder(model, cache, allow_remote) if model else None
     every = interval if interval is not None else settings.interval
     runs = 0
-    failed = False
+    failed: set[str] = set()
     with Syncer(settings, embedder=embedder) as syncer:
         withdrawn: list[str] = []
         for target in withdraw or ():
@@ -243,7 +248,7 @@ def sync(
                     report = syncer.run_once(source, _tracker(progress))
                 report.withdrawn = withdrawn
                 withdrawn = []
-                failed = failed or _failed(report.sources)
+                failed |= _problems(report)
                 if as_json:
                     print_json(_report_json(report))
                 else:
@@ -254,7 +259,12 @@ def sync(
         except KeyboardInterrupt:
             make_console().print(f"stopped after {runs} run(s)")
     if failed:
+        what = {
+            "sources": "some sources failed to sync",
+            "snapshot": "the snapshot was not published",
+        }
         fail(
-            "some sources failed to sync (see above); the next run resumes from their checkpoints",
+            f"{' and '.join(what[k] for k in sorted(failed))} (see above); the next run resumes "
+            "from the checkpoints and publishes again",
             EXIT_DATA,
         )

@@ -30,11 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from groundwire.config import SYNC_BATCH_SIZE, SYNC_WATCH_INTERVAL_S, ChunkingConfig
+from groundwire.config import (
+    MAX_SOURCE_FILE_BYTES,
+    SYNC_BATCH_SIZE,
+    SYNC_WATCH_INTERVAL_S,
+    ChunkingConfig,
+)
 from groundwire.errors import ConfigError, SourceError
 from groundwire.ingest.adapters.base import Labels, Provider, acl_label, grant, parse_labels
+from groundwire.ingest.loaders import read_bounded
+from groundwire.ingest.parsing import parse_yaml
 
 __all__ = ["SOURCE_TYPES", "SourceConfig", "SyncConfig", "build_provider", "load_sync_config"]
 
@@ -58,6 +63,14 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     "s3": ("bucket",),
     "gmail": ("token_env",),
     "drive": ("token_env",),
+}
+#: Options that are not strings: the type each must have.
+_OPTION_TYPES: dict[str, tuple[type, str]] = {
+    "port": (int, "a port number 1-65535"),
+    "ssl": (bool, "true or false"),
+    "acl_participants": (bool, "true or false"),
+    "acl_from_permissions": (bool, "true or false"),
+    "folders": (list, "a list of folder names"),
 }
 _SECRETS = ("password", "token", "secret", "secret_key", "access_key", "aws_secret_access_key")
 
@@ -113,6 +126,23 @@ def _unknown(keys: object, known: tuple[str, ...], where: str) -> None:
             raise ConfigError(f"{where}: unknown key {key!r}; {hint}")
 
 
+def _check_options(raw: Mapping[str, Any], where: str) -> None:
+    """Each option of a known type has it; every other given option is a string."""
+    for key, value in raw.items():
+        if key in ("acl", "id", "type", "tenant") or value is None:
+            continue  # checked on their own
+        kind, expected = _OPTION_TYPES.get(key, (str, "a string"))
+        ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        if kind is int:
+            ok = ok and 1 <= value <= 65535
+        if kind is list:
+            ok = ok and all(isinstance(v, str) and v for v in value)
+        if kind is str and isinstance(value, int | float) and not isinstance(value, bool):
+            ok = True  # a number where a name is expected (an account, a bucket) reads fine
+        if not ok:
+            raise ConfigError(f"{where}.{key}={value!r}: expected {expected}")
+
+
 def _source(raw: object, number: int, origin: Path, seen: set[str]) -> SourceConfig:
     where = f"{origin}: sources[{number}]"
     if not isinstance(raw, Mapping):
@@ -133,6 +163,7 @@ def _source(raw: object, number: int, origin: Path, seen: set[str]) -> SourceCon
     for key in _REQUIRED[kind]:
         if raw.get(key) in (None, ""):
             raise ConfigError(f"{where}: a {kind} source needs '{key}'")
+    _check_options(raw, where)
     labels = parse_labels(raw.get("tenant"), raw.get("acl"), where)
     owner = raw.get("owner")
     if owner is not None:
@@ -147,14 +178,15 @@ def _source(raw: object, number: int, origin: Path, seen: set[str]) -> SourceCon
 def load_sync_config(path: str | os.PathLike[str]) -> SyncConfig:
     """Read and check a sync configuration file; ConfigError/SourceError naming the problem."""
     origin = Path(path)
+    # A regular file of bounded size (a FIFO never blocks), parsed with bounded nesting.
+    raw = read_bounded(origin, MAX_SOURCE_FILE_BYTES)
     try:
-        data = yaml.safe_load(origin.read_text(encoding="utf-8"))
-    except OSError as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise SourceError(
-            f"{origin}: cannot read the sync configuration ({exc.strerror or exc})"
+            f"{origin}: not valid UTF-8 (byte {exc.start}); save it as UTF-8"
         ) from exc
-    except yaml.YAMLError as exc:
-        raise SourceError(f"{origin}: invalid YAML ({exc})") from exc
+    data = parse_yaml(text, str(origin))
     if not isinstance(data, Mapping):
         raise ConfigError(f"{origin}: expected a mapping with 'sources'")
     _unknown(data, _TOP, str(origin))
@@ -168,7 +200,10 @@ def load_sync_config(path: str | os.PathLike[str]) -> SyncConfig:
     if not isinstance(chunking_raw, Mapping):
         raise ConfigError(f"{origin}: 'chunking' is a mapping with size and overlap")
     _unknown(chunking_raw, ("size", "overlap", "max_chunks"), f"{origin}: chunking")
-    chunking = ChunkingConfig(**dict(chunking_raw))
+    try:
+        chunking = ChunkingConfig(**dict(chunking_raw))
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: chunking.{exc}") from exc
     originals = data.get("originals") or {"type": "folder"}
     if not isinstance(originals, Mapping) or originals.get("type", "folder") not in (
         "folder",

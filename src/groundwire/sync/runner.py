@@ -148,6 +148,7 @@ class SourceSync:
             for number, batch in enumerate(self.provider.batches(cursor), start=1):
                 if batch.resync_reason and report.resync_reason is None:
                     report.resync_reason = batch.resync_reason
+                report.skipped.extend(batch.skipped)
                 key = _batch_key(self.source_id, cursor, batch)
                 self.checkpoints.begin(self.source_id, key, cursor, len(batch.changes))
                 emit(SyncEvent(self.source_id, "batch", number, 0, len(batch.changes)))

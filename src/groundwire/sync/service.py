@@ -30,10 +30,12 @@ __all__ = ["SyncReport", "Syncer"]
 
 @dataclass(slots=True)
 class SyncReport:
-    """One run over the configured sources: a report per source, then the publish."""
+    """One run over the configured sources: a report per source, then the publish
+    (``publish_error`` says why the snapshot could not be written; the next run retries)."""
 
     sources: list[SourceReport] = field(default_factory=list)
     published: PublishReport | None = None
+    publish_error: str | None = None
     withdrawn: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -144,12 +146,14 @@ class Syncer:
         for source_id in wanted:
             report.sources.append(self.sync_source(source_id, progress))
         if publish:
-            report.published = self.publish(
-                SnapshotChanges(
-                    tuple(d for r in report.sources for d in r.upserted),
-                    tuple(c for r in report.sources for c in r.removed_chunks),
-                )
+            changes = SnapshotChanges(
+                tuple(d for r in report.sources for d in r.upserted),
+                tuple(c for r in report.sources for c in r.removed_chunks),
             )
+            try:
+                report.published = self.publish(changes)
+            except GroundwireError as exc:  # the ledger is committed: the next run publishes
+                report.publish_error = str(exc)
         report.seconds = time.perf_counter() - started
         return report
 

@@ -21,14 +21,17 @@ metadata under ``tenant`` and ``acl``, where every store reads them.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from groundwire.access.labels import Labels, parse_acl, parse_tenant
-from groundwire.errors import ConfigError
-from groundwire.model import is_label_id
+from groundwire.errors import ConfigError, SyncError
+from groundwire.ingest.loaders import file_type
+from groundwire.model import SkippedSource, is_label_id
 
 __all__ = [
     "OPEN",
@@ -47,6 +50,7 @@ __all__ = [
     "document_id",
     "grant",
     "parse_labels",
+    "regular_file",
 ]
 
 
@@ -126,7 +130,7 @@ class Batch:
     ``watermark`` says in words how far the cursor reaches (a time, a UID, a history id).
     ``full``: part of a full listing (a first sync, or a resync after ``resync_reason``);
     every current item is listed, and when the last batch of the listing (``more`` False)
-    is committed, items it did not list are removed.
+    is committed, items it did not list are removed. ``skipped`` is reported by the run.
     """
 
     changes: tuple[Change, ...]
@@ -135,6 +139,8 @@ class Batch:
     full: bool = False
     more: bool = False
     resync_reason: str | None = None
+    #: What the provider saw but cannot offer (a FIFO in a folder, a symlink), and why.
+    skipped: tuple[SkippedSource, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,20 +246,40 @@ def batched(
     size: int,
     watermark: str | None = None,
     resync_reason: str | None = None,
+    skipped: Sequence[SkippedSource] = (),
 ) -> Iterator[Batch]:
     """Items in batches of ``size``. The last batch carries ``cursor``; earlier ones carry
     ``resume`` (the cursor the run started from), so a run cut short starts over and
-    skips what it already committed."""
+    skips what it already committed. The first batch carries ``resync_reason`` and
+    ``skipped``."""
     chunk: list[Change] = []
     first = True
+
+    def once() -> tuple[str | None, tuple[SkippedSource, ...]]:
+        return (resync_reason, tuple(skipped)) if first else (None, ())
+
     for item in items:
         if len(chunk) >= size:
-            yield Batch(
-                tuple(chunk), resume, watermark, full, True, resync_reason if first else None
-            )
+            yield Batch(tuple(chunk), resume, watermark, full, True, *once())
             chunk, first = [], False
         chunk.append(item)
-    yield Batch(tuple(chunk), cursor, watermark, full, False, resync_reason if first else None)
+    yield Batch(tuple(chunk), cursor, watermark, full, False, *once())
+
+
+def regular_file(path: Path, source_id: str, what: str) -> None:
+    """SyncError unless ``path`` is a regular file (a FIFO would block its reader)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise SyncError(
+            f"{path}: no such {what} ({exc.strerror or exc}); check the source's path",
+            source_id=source_id,
+        ) from exc
+    if not stat.S_ISREG(mode):
+        raise SyncError(
+            f"{path}: not a regular file ({file_type(mode)}); point the source at the {what}",
+            source_id=source_id,
+        )
 
 
 def document_id(source_id: str, key: str) -> str:

@@ -54,6 +54,7 @@ from groundwire.ingest.adapters.base import (
     constant,
     document_id,
     grant,
+    regular_file,
 )
 from groundwire.ingest.loaders import load_bytes
 
@@ -366,8 +367,7 @@ class MboxProvider(_LocalMailbox):
 
     def batches(self, cursor: str | None) -> Iterator[Batch]:
         """New messages after an append, else every message (a full listing)."""
-        if not self.path.is_file():
-            raise SyncError(f"{self.path}: no such mbox file", source_id=self.source_id)
+        regular_file(self.path, self.source_id, "mbox file")
         size, whole = self._digest()
         previous: dict[str, Any] = json.loads(cursor) if cursor else {}
         if previous.get("size") == size and previous.get("sha256") == whole:

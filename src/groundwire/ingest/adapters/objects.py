@@ -56,8 +56,11 @@ class FolderProvider(SingleDocuments):
     def batches(self, cursor: str | None) -> Iterator[Batch]:
         """A full listing of the folder."""
         if not self.path.is_dir():
-            raise SyncError(f"{self.path}: no such folder", source_id=self.source_id)
-        files, _ = walk_folder(self.path)
+            what = "not a folder" if self.path.exists() else "no such folder"
+            raise SyncError(
+                f"{self.path}: {what}; point the source at a folder", source_id=self.source_id
+            )
+        files, skipped = walk_folder(self.path, report_excluded=False)
         newest = 0
 
         def items() -> Iterator[Item]:
@@ -87,6 +90,7 @@ class FolderProvider(SingleDocuments):
             full=True,
             size=self.batch_size,
             watermark=f"{len(files):,} files",
+            skipped=skipped,
         )
 
     def _read(self, path: Path) -> bytes:
