@@ -9,6 +9,7 @@ custody one copy per original, and the snapshot each document once.
 
 from __future__ import annotations
 
+import mailbox
 import os
 import signal
 import subprocess
@@ -45,6 +46,13 @@ def google() -> Iterator[GoogleFake]:
 def _mbox(tmp_path: Path, **_: Any) -> dict[str, Any]:
     write_mbox(tmp_path / "box.mbox", [message(f"{n}@acme", TOPICS[n], _body(n)) for n in range(6)])
     return {"id": "src", "type": "mbox", "path": "box.mbox"}
+
+
+def _maildir(tmp_path: Path, **_: Any) -> dict[str, Any]:
+    box = mailbox.Maildir(tmp_path / "Maildir", create=True)
+    for n in range(6):
+        box.add(message(f"{n}@acme", TOPICS[n], _body(n)))
+    return {"id": "src", "type": "maildir", "path": "Maildir"}
 
 
 def _folder(tmp_path: Path, **_: Any) -> dict[str, Any]:
@@ -106,6 +114,7 @@ def _drive(tmp_path: Path, google: GoogleFake, **_: Any) -> dict[str, Any]:
 
 SOURCES: dict[str, Callable[..., dict[str, Any]]] = {
     "mbox": _mbox,
+    "maildir": _maildir,
     "folder": _folder,
     "s3": _s3,
     "imap": _imap,
