@@ -18,6 +18,7 @@ from groundwire import (
     retrieve_evidence,
     validate_citations,
 )
+from groundwire.sync.publish import SnapshotChanges
 from synctools import search_ids, syncer, write_config
 
 ACME = Principal("acme", "reader")
@@ -250,3 +251,32 @@ def test_synced_labels_are_enforced_by_the_access_model(tmp_path: Path) -> None:
     assert sources(Principal("acme", "carol", ("hr",))) == ["hr/salaries.md"]
     assert sources(Principal("acme", "bob", ("eng",))) == []
     assert sources(Principal("globex", "dave", ("hr",))) == []
+
+
+def test_each_publish_names_what_an_incremental_update_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The contract issue 11's ``KnowledgeBase.update`` plugs into: new documents, chunks
+    that left (superseded or withdrawn), and the previous snapshot when it is sound."""
+    from groundwire.sync import publish
+
+    seen: list[tuple[bool, SnapshotChanges]] = []
+    rebuild = publish.updated_knowledge_base
+
+    def spy(previous, ledger, sources, changes):  # type: ignore[no-untyped-def]
+        seen.append((previous is not None, changes))
+        return rebuild(previous, ledger, sources, changes)
+
+    monkeypatch.setattr(publish, "updated_knowledge_base", spy)
+    config = _docs(tmp_path)
+    with syncer(config) as sync:
+        sync.run_once()
+        _touch(tmp_path / "docs" / "badges.md", "# Badges\n\nBadges are printed at reception.\n")
+        sync.run_once()
+        sync.withdraw("docs/retention.md", "legal hold")
+        sync.run_once()
+        assert sync.run_once().published is None  # nothing changed: nothing published
+    first, changed, withdrawn = seen
+    assert first == (False, SnapshotChanges(("docs/badges.md", "docs/retention.md"), ()))
+    assert changed == (True, SnapshotChanges(("docs/badges.md",), ("docs/badges.md#0",)))
+    assert withdrawn == (True, SnapshotChanges((), ("docs/retention.md#0",)))

@@ -5,7 +5,12 @@ ledger. Until incremental index updates land (issue 11: add, replace and delete
 entries by id into a new immutable snapshot), it rebuilds the knowledge base from the
 ledger's current chunks of the configured sources: correct, and slower than an update
 on large sets. The :class:`SnapshotChanges` it receives already name what an
-incremental update needs (the documents whose evidence is new, the chunk ids that left).
+incremental update needs (the documents whose evidence is new, the chunk ids that left,
+withdrawals included). Changes made by another process that never published (a
+withdrawal followed by a crash) reach a later run only through the ledger: the update
+must therefore also delete the previous snapshot's chunk ids that the ledger no longer
+holds current (a set difference of ids, cheap next to a rebuild), so the ledger stays
+the record and a missed change can never keep withdrawn text published.
 
 Withdrawn, deleted and superseded evidence is never current, so its text, chunks and
 vectors are absent from the published snapshot. Publishing writes atomically
@@ -65,8 +70,10 @@ def updated_knowledge_base(
     changes: SnapshotChanges,
 ) -> KnowledgeBase:
     """The knowledge base after ``changes``: today rebuilt from the ledger's current chunks
-    of ``sources``. This is the function the incremental index update replaces with
-    ``previous.update(upserts=chunks of changes.upserted, deletes=changes.removed_chunks)``.
+    of ``sources``. This is the function the incremental index update (issue 11) replaces
+    with ``previous.update(upserts=ledger.chunks_of(changes.upserted),
+    deletes={*changes.removed_chunks, *(previous ids not current in the ledger)})``,
+    keeping the rebuild when ``previous`` is None (missing or damaged).
     """
     chunks = ledger.current_chunks(sources)
     return KnowledgeBase.from_documents(chunks_to_documents(chunks), chunk_settings())

@@ -92,6 +92,7 @@ class Syncer:
         self.registry = registry or ExtractorRegistry()
         self.embedder = embedder
         self._providers = dict(providers or {})
+        self._withdrawn_chunks: list[str] = []  # left by withdraw(): named in the next publish
 
     def close(self) -> None:
         """Close the stores and every provider."""
@@ -148,10 +149,11 @@ class Syncer:
         if publish:
             changes = SnapshotChanges(
                 tuple(d for r in report.sources for d in r.upserted),
-                tuple(c for r in report.sources for c in r.removed_chunks),
+                (*self._withdrawn_chunks, *(c for r in report.sources for c in r.removed_chunks)),
             )
             try:
                 report.published = self.publish(changes)
+                self._withdrawn_chunks.clear()
             except GroundwireError as exc:  # the ledger is committed: the next run publishes
                 report.publish_error = str(exc)
         report.seconds = time.perf_counter() - started
@@ -182,13 +184,16 @@ class Syncer:
         :meth:`publish` (``run_once`` does) to remove it from the snapshot.
         """
         if any(source.id == target for source in self.config.sources):
-            return self.ledger.withdraw(reason, source_id=target)
-        if not self.ledger.evidence(target):
+            withdrawn = self.ledger.withdraw(reason, source_id=target)
+        elif self.ledger.evidence(target):
+            withdrawn = self.ledger.withdraw(reason, document_id=target)
+        else:
             raise ConfigError(
                 f"{target!r} is neither a configured source nor a synced document id; "
                 "document ids look like <source>/<key>"
             )
-        return self.ledger.withdraw(reason, document_id=target)
+        self._withdrawn_chunks.extend(c for chunks in withdrawn.values() for c in chunks)
+        return withdrawn
 
     def notify(
         self, source_id: str, event: str, progress: Callable[[SyncEvent], None] | None = None
