@@ -225,7 +225,15 @@ def sync(
     Each source resumes from its checkpoint: only new and changed items are read, items
     gone from the source are removed, and the summary counts documents new, changed,
     removed, unchanged and skipped (each skip with its reason). The snapshot named in
-    CONFIG is written when anything changed. Exit code 1 when any source failed.
+    CONFIG is written when anything changed; a killed run replays its last batch
+    without duplicates.
+
+    Examples: groundwire sync sync.yaml; groundwire sync sync.yaml --watch --interval
+    300; groundwire sync sync.yaml --withdraw support/threads/3f2a --reason "legal hold".
+
+    Exit codes: 0 synced (items may be skipped); 1 a source failed (the others still
+    ran), the snapshot could not be written, or CONFIG or the state folder is damaged;
+    2 usage errors (a bad option or key in CONFIG, an inline credential).
     """
     if withdraw and not (reason and reason.strip()):
         raise typer.BadParameter(
