@@ -194,7 +194,7 @@ def test_a_withdrawn_document_is_unreachable_through_search_evidence_citations_a
         assert len(VectorIndex.load(tmp_path / "kb.vectors")) == len(kb) == 1
         check = validate_citations(
             f"Kept ten years [KB:{before.id}@{before.version}].",
-            [before],
+            iter([before]),  # offered evidence read once, by the id check and the resolver
             resolver=sync.resolver("acme"),
         )
         assert not check.ok
