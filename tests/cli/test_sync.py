@@ -122,7 +122,7 @@ def test_sync_errors_are_one_line_and_failed_sources_exit_1(tmp_path: Path) -> N
     missing = run("sync", str(tmp_path / "nope.yaml"))
     assert missing.exit_code == 1
     assert missing.stderr.startswith("error: ")
-    assert "cannot read" in missing.stderr
+    assert "nope.yaml: cannot open (No such file or directory)" in missing.stderr
     bad = write_config(tmp_path, [{"id": "x", "type": "mbox", "path": "m.mbox", "pasword": "x"}])
     typo = run("sync", str(bad))
     assert typo.exit_code == 2

@@ -228,8 +228,8 @@ def sync(
     CONFIG is written when anything changed; a killed run replays its last batch
     without duplicates.
 
-    Examples: groundwire sync sync.yaml; groundwire sync sync.yaml --watch --interval
-    300; groundwire sync sync.yaml --withdraw support/threads/3f2a --reason "legal hold".
+    Examples: groundwire sync sync.yaml; groundwire sync sync.yaml --watch; groundwire
+    sync sync.yaml --withdraw support/threads/3f2a --reason "legal hold".
 
     Exit codes: 0 synced (items may be skipped); 1 a source failed (the others still
     ran), the snapshot could not be written, or CONFIG or the state folder is damaged;

@@ -60,7 +60,9 @@ class FolderProvider(SingleDocuments):
             raise SyncError(
                 f"{self.path}: {what}; point the source at a folder", source_id=self.source_id
             )
-        files, skipped = walk_folder(self.path, report_excluded=False)
+        files, left_out = walk_folder(self.path, report_excluded=False)
+        # hidden files are left out quietly (as by the loaders); the rest is said each run
+        skipped = [s for s in left_out if s.reason != "hidden file"]
         newest = 0
 
         def items() -> Iterator[Item]:
