@@ -201,7 +201,7 @@ def groundwire_split(docs: list[dict[str, str]]) -> tuple[float, list[tuple[str,
     (index finalization) for the duration of one ``from_documents``; the wrappers add a
     few hundred nanoseconds per call. Internal names: skipped if they change.
     """
-    from groundwire.index.lexical import LexicalIndexBuilder
+    from groundwire.index.lexical_builder import LexicalIndexBuilder
     from groundwire.text.analyzer import Analyzer
 
     spent: dict[str, float] = {}
@@ -272,6 +272,31 @@ def build_bm25s(combined: list[str], ids: np.ndarray) -> tuple[Callable[[str], l
     return search, retriever
 
 
+def measure_updates(
+    kb: Any, docs: list[dict[str, str]], words: list[str], cdf: np.ndarray, rng: np.random.Generator
+) -> list[tuple[str, float]]:
+    """Seconds of ``KnowledgeBase.update``: add 1% new documents, delete 1,000, replace 1,000
+    (each from the built index; the results are checked against nothing here: the tests
+    prove updates equal a build from scratch)."""
+    extra = make_corpus(max(len(docs) // 100, 1), words, cdf, rng)
+    for n, doc in enumerate(extra):
+        doc["id"] = f"n{n:07d}"
+    gone = [docs[i]["id"] for i in range(0, len(docs), max(len(docs) // 1000, 1))][:1000]
+    changed = [dict(docs[i], text=docs[i]["text"] + " revised") for i in range(1, 2001, 2)]
+    out = []
+    for name, upserts, deletes in (
+        (f"add {len(extra):,} documents (1%)", extra, []),
+        (f"delete {len(gone):,} documents", [], gone),
+        (f"replace {len(changed):,} documents", changed, []),
+    ):
+        gc.collect()
+        start = time.perf_counter()
+        kb.update(upserts, deletes)
+        out.append((name, time.perf_counter() - start))
+        print(f"  {name}: {out[-1][1]:.2f} s", file=sys.stderr)
+    return out
+
+
 def overlap(a: Sequence[Sequence[str]], b: Sequence[Sequence[str]]) -> float:
     """Mean share of ``a``'s top-k ids also in ``b``'s top-k."""
     shares = [len(set(x) & set(y)) / max(len(x), 1) for x, y in zip(a, b, strict=True) if x]
@@ -295,6 +320,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-bm25s", action="store_true", help="skip bm25s")
     parser.add_argument("--no-tantivy", action="store_true", help="skip tantivy")
     parser.add_argument("--no-split", action="store_true", help="skip the build-time split")
+    parser.add_argument(
+        "--no-update", action="store_true", help="skip the incremental update timings"
+    )
     args = parser.parse_args(argv)
 
     print(versions(["groundwire", "bm25s", "tantivy", "PyStemmer"]))
@@ -325,6 +353,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     dropped = set(words) & set(getattr(kb.analyzer, "_stopwords", ()))
     if dropped:
         print(f"WARNING: groundwire drops {len(dropped)} generated words as stop words")
+    updates: list[tuple[str, float]] = []
+    if not args.no_update:
+        updates = measure_updates(kb, docs, words, cdf, np.random.default_rng(args.seed + 1))
+        gc.collect()
     vocab_mib = dict_mib(dict(kb.lexical.vocabulary))
     lexical_terms = len(kb.lexical.vocabulary)
 
@@ -418,6 +450,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"  {'remainder (entries, sort, phrase maps, masks)':<52} {rest:7.1f} s  "
             f"({100 * rest / total:4.1f}%)"
         )
+
+    if updates:
+        print(f"\ngroundwire incremental updates ({len(docs):,} docs; build {gw.seconds:.1f} s):")
+        for name, secs in updates:
+            print(f"  {name:<52} {secs:7.2f} s  ({100 * secs / gw.seconds:5.2f}% of the build)")
 
     for label, systems in tables:
         base = round_percentile(systems[0], 50)

@@ -145,6 +145,7 @@ EXPECTED = [
     "SentenceTransformerEmbedder",
     "SkippedSource",
     "SnapshotCache",
+    "SnapshotSection",
     "SourceError",
     "SourceReport",
     "StaticRetriever",

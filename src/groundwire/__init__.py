@@ -79,7 +79,7 @@ from groundwire.ground import (
     create_grounding_engine,
     retrieve_evidence,
 )
-from groundwire.index import KnowledgeBase
+from groundwire.index import KnowledgeBase, SnapshotSection
 from groundwire.index.cache import BuildResult, SnapshotCache, get_or_build
 from groundwire.index.scoped import ScopedReader
 from groundwire.index.vectors import VectorIndex
@@ -341,6 +341,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "SkippedSource",
     "SnapshotCache",
+    "SnapshotSection",
     "SourceError",
     "SourceReport",
     "StaticRetriever",

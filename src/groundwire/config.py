@@ -137,7 +137,7 @@ DEFAULT_TIMEOUT_MS: Final = 800
 #: Snapshots kept in the process-level build cache (least recently used evicted).
 INDEX_CACHE_LIMIT: Final = 32
 #: Version of the cache key layout; bump when snapshot contents change meaning.
-CACHE_SCHEMA_VERSION: Final = 1
+CACHE_SCHEMA_VERSION: Final = 2
 
 # --- Conversation memory (generate/stream sessions) -------------------------------------------
 #: Messages kept per session (oldest dropped): ~50 exchanges is a long chat, and the whole
@@ -282,6 +282,10 @@ MAX_STATIC_SPACE_CHARS: Final = 1_000_000
 DEFAULT_MAX_MANIFEST_BYTES: Final = 32 * 1024 * 1024
 #: Largest single snapshot file accepted: far above a 1M-document index (~3 GiB).
 DEFAULT_MAX_ARRAY_BYTES: Final = 64 * 1024**3
+#: Deepest JSON nesting a snapshot file (manifest, labels, an entry's metadata) may have:
+#: far above anything groundwire writes (a manifest nests 4 levels), far below the
+#: recursion limit that deeper input would hit in the JSON decoder.
+MAX_SNAPSHOT_JSON_DEPTH: Final = 64
 
 # --- Analysis ----------------------------------------------------------------------------------
 #: Names ``AnalyzerConfig.stopwords`` accepts besides None and a set of words.

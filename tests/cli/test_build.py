@@ -39,7 +39,7 @@ def handbook_snapshot(tmp_path_factory: pytest.TempPathFactory) -> str:
     summary = run_json("index", HANDBOOK, "--out", str(out))
     assert set(summary) == INDEX_KEYS
     assert summary["entries"] == 80
-    assert summary["format_version"] == 1
+    assert summary["format_version"] == 2
     assert summary["path"] == str(out)
     return str(out)
 
@@ -239,3 +239,38 @@ def test_ingest_with_nothing_to_index_writes_nothing(tmp_path: Path) -> None:
 def test_ingest_requires_out_and_paths() -> None:
     assert run("ingest", HANDBOOK).exit_code == 2
     assert run("ingest", "--out", "x").exit_code == 2
+
+
+def test_ingest_update_chunks_only_what_changed(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(4):
+        (docs / f"page{n}.md").write_text(f"# Page {n}\n\nAbout topic {n} and tides.\n")
+    out = tmp_path / "snap"
+    run_json("ingest", str(docs), "--out", str(out))
+    (docs / "page1.md").write_text("# Page 1\n\nNow about moons and orbits.\n")
+    (docs / "page2.md").unlink()
+    (docs / "page9.md").write_text("# Page 9\n\nA new page on comets.\n")
+    summary = run_json("ingest", str(docs), "--out", str(out), "--update")
+    assert summary["updated"] is True
+    assert (summary["added"], summary["changed"], summary["removed"]) == (1, 1, 1)
+    assert summary["unchanged"] == 2
+    rebuilt = tmp_path / "rebuilt"
+    run_json("ingest", str(docs), "--out", str(rebuilt))
+    for query in ("moons orbits", "tides", "comets", "topic 2"):
+        updated = run_json("search", str(out), query, "--json")
+        fresh = run_json("search", str(rebuilt), query, "--json")
+        assert updated == fresh, query
+    other = run("ingest", str(docs), "--out", str(out), "--update", "--chunk-size", "1000")
+    assert other.exit_code == 1
+    assert "chunked with options" in one_error_line(other)
+
+
+def test_index_update_analyzes_only_changed_entries(tmp_path: Path) -> None:
+    out = tmp_path / "snap"
+    run_json("index", HANDBOOK, "--out", str(out))
+    same = run_json("index", HANDBOOK, "--out", str(out), "--update")
+    assert (same["upserted"], same["deleted"], same["unchanged"]) == (0, 0, 80)
+    assert same["entries"] == 80
+    rebuilt = run_json("index", HANDBOOK, "--out", str(tmp_path / "again"))
+    assert same["source_manifest_hash"] == rebuilt["source_manifest_hash"]

@@ -50,10 +50,11 @@ class BlockingCache(SnapshotCache):
         settings: IndexSettings | None = None,
         *,
         progress: Callable[[int], None] | None = None,
+        previous: Any = None,
     ) -> BuildResult:
         self.entered.set()
         self.release.wait(SAFETY_SECONDS)
-        return super().get_or_build(sources, settings, progress=progress)
+        return super().get_or_build(sources, settings, progress=progress, previous=previous)
 
 
 @pytest.fixture

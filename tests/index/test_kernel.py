@@ -27,8 +27,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundwire import IndexSettings
-from groundwire.index import _kernel
-from groundwire.index.lexical import LexicalIndex, LexicalIndexBuilder
+from groundwire.index import _kernel, _kernel_abi
+from groundwire.index.lexical import LexicalIndex
+from groundwire.index.lexical_builder import LexicalIndexBuilder
 
 needs_kernel = pytest.mark.skipif(
     not _kernel.available(), reason=f"C kernel unavailable: {_kernel.unavailable_reason()}"
@@ -535,7 +536,7 @@ def test_the_loaded_library_has_the_expected_abi() -> None:
         pytest.skip(f"C kernel unavailable: {_kernel.unavailable_reason()}")
     library = _kernel._load()
     assert library is not None
-    assert library.lib.gw_abi_version() == _kernel._ABI_VERSION == 2
+    assert library.lib.gw_abi_version() == _kernel_abi.ABI_VERSION == 2
 
 
 def test_a_library_of_another_abi_is_refused() -> None:
@@ -667,7 +668,7 @@ def test_index_entry_points_validate_their_input() -> None:
         _kernel.rows_score_of(native, [n_terms], 0)
     assert _kernel.top_codes(native, [], 5) == ([], [])
     assert _kernel.top_rows(native, [], 5) == ([], [])
-    starts, seconds = index._pair_arrays
+    starts, seconds = index.pair_starts, index.pair_seconds
     args = (index.docs, index.scores, index.doc_count, n_single)
     with pytest.raises(TypeError, match="indptr must be a 1-D int64"):
         _kernel.Index(index.indptr.astype(np.int32), *args, starts, seconds)

@@ -25,7 +25,8 @@ import pytest
 import groundwire.index.lexical as lexical_module
 from groundwire import IndexSettings
 from groundwire.errors import KnowledgeIndexError
-from groundwire.index.lexical import LexicalIndex, LexicalIndexBuilder
+from groundwire.index.lexical import LexicalIndex
+from groundwire.index.lexical_builder import LexicalIndexBuilder
 
 TOLERANCE = 1e-9
 

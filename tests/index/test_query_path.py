@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-import groundwire.index.knowledge_base as kb_module
+import groundwire.index.search as kb_module
 from groundwire import Document, KnowledgeBase, KnowledgeEntry, Scope, load_sources
 from groundwire.index import _kernel
-from groundwire.index.knowledge_base import QueryIds
 from groundwire.index.lexical import SKIP, UNKNOWN
+from groundwire.index.query import QueryIds
 
 HANDBOOK = Path(__file__).resolve().parents[2] / "examples" / "handbook"
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import groundwire as gw
-from groundwire.index.scoped import _phrase_flags, subset
+from groundwire.index.scoped import subset
 
 ACME_ALICE = gw.Principal("acme", "alice", ["eng"])
 ACME_HR = gw.Principal("acme", "harriet", ["hr"])
@@ -162,7 +162,7 @@ def test_a_subset_keeps_the_phrase_keys_of_its_knowledge_base(
     kb = gw.KnowledgeBase(
         entries, gw.IndexSettings(), exact_ids=exact_ids, exact_titles=exact_titles
     )
-    assert _phrase_flags(kb) == (exact_ids, exact_titles)
+    assert kb.phrase_keys == (exact_ids, exact_titles)
     keep = kb.eligibility().copy()
     keep[::2] = False
     part = subset(kb, keep)
@@ -180,7 +180,7 @@ def test_documents_keep_their_no_phrase_keys_default() -> None:
     docs = gw.KnowledgeBase.from_documents(
         [{"id": f"d{n}", "title": f"Doc {n}", "text": "alpha beta"} for n in range(4)]
     )
-    assert _phrase_flags(docs) == (False, False)
+    assert docs.phrase_keys == (False, False)
     keep = docs.eligibility().copy()
     keep[0] = False
     assert subset(docs, keep).exact_index == {}

@@ -32,9 +32,9 @@ from groundwire import (
     Scope,
     load_sources,
 )
-from groundwire.index import manifest as manifest_module
-from groundwire.index import storage
-from groundwire.index.format import (
+from groundwire.index.store import layout as manifest_module
+from groundwire.index.store import storage
+from groundwire.index.store.codecs import (
     HashedStrings,
     StringTable,
     decode_entry,
@@ -109,18 +109,25 @@ def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
     target.write_text(json.dumps(body, indent=1), encoding="utf-8")
 
 
+def records(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every file record of a (one-segment) snapshot manifest by logical name, editable."""
+    found: dict[str, dict[str, Any]] = dict(manifest["files"])
+    found.update(manifest["segments"][0]["files"])
+    return found
+
+
 def file_of(path: Path, logical: str) -> Path:
-    return path / manifest_of(path)["files"][logical]["file"]
+    return path / records(manifest_of(path))[logical]["file"]
 
 
 def replace_file(path: Path, logical: str, data: bytes) -> None:
     """Replace one file's bytes and update the manifest consistently (name, size, hash)."""
     manifest = manifest_of(path)
-    entry = manifest["files"][logical]
+    entry = records(manifest)[logical]
     old = path / entry["file"]
     digest = hashlib.sha256(data).hexdigest()
     name = entry["file"].rsplit(".", 2)
-    entry.update(file=f"{name[0]}.{digest[:12]}.{name[2]}", sha256=digest, bytes=len(data))
+    entry.update(file=f"{name[0]}.{digest[:12]}.{name[2]}", digest=digest, bytes=len(data))
     old.unlink()
     (path / entry["file"]).write_bytes(data)
     write_manifest(path, manifest)
@@ -238,16 +245,19 @@ def test_saving_is_deterministic_and_a_loaded_snapshot_saves_the_same_bytes(
 def test_files_are_plain_npy_json_and_private(handbook_snapshot: Path) -> None:
     manifest = manifest_of(handbook_snapshot)
     assert manifest["magic"] == "groundwire-snapshot"
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 2
+    assert manifest["features"] == []
+    assert manifest["digest"] == "sha256"
+    assert len(manifest["segments"]) == manifest["counts"]["segments"] == 1
     assert manifest["source_manifest_hash"] == content_hash(
         KnowledgeBase.load(handbook_snapshot).entries
     )
     assert manifest["settings"]["analyzer"]["stopwords"] == "default"
     assert manifest["counts"]["entries"] == 80
-    for logical, item in manifest["files"].items():
+    for logical, item in records(manifest).items():
         path = handbook_snapshot / item["file"]
         assert path.stat().st_size == item["bytes"]
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == item["sha256"]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == item["digest"]
         assert path.stat().st_mode & 0o777 == 0o600
         if item["file"].endswith(".npy"):  # numpy opens them without pickle
             array = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -337,7 +347,7 @@ def small_snapshot(tmp_path: Path) -> Path:
     return path
 
 
-LOGICAL = sorted(manifest_module.expected_files(3))  # the documents snapshot: 3 fields
+LOGICAL = sorted([*manifest_module.segment_files(3), "labels", "issues"])  # documents: 3 fields
 
 
 @pytest.mark.parametrize("logical", LOGICAL)
@@ -390,8 +400,8 @@ def test_without_hashing_damage_is_still_never_an_unexpected_exception(
 
 def test_swapped_files_are_rejected(small_snapshot: Path) -> None:
     manifest = manifest_of(small_snapshot)
-    a = small_snapshot / manifest["files"]["lexical.docs"]["file"]
-    b = small_snapshot / manifest["files"]["postings.0.docs"]["file"]
+    a = small_snapshot / records(manifest)["lexical.docs"]["file"]
+    b = small_snapshot / records(manifest)["tf.0.counts"]["file"]
     data_a, data_b = a.read_bytes(), b.read_bytes()
     a.write_bytes(data_b)
     b.write_bytes(data_a)
@@ -401,7 +411,7 @@ def test_swapped_files_are_rejected(small_snapshot: Path) -> None:
 
 
 def test_swapped_files_of_equal_size_are_caught_by_the_checksum(small_snapshot: Path) -> None:
-    files = manifest_of(small_snapshot)["files"]
+    files = records(manifest_of(small_snapshot))
     a = small_snapshot / files["active"]["file"]
     b = small_snapshot / files["universal"]["file"]
     a.write_bytes(b"\x93NUMPY" + a.read_bytes()[6:-1] + b"\x00")  # same size, other content
@@ -413,12 +423,15 @@ def test_swapped_files_of_equal_size_are_caught_by_the_checksum(small_snapshot: 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"format_version": 2}, "format version 2 is newer"),
+        ({"format_version": 3}, "format version 3 is newer"),
+        ({"features": ["segments"]}, "needs features this groundwire does not read"),
+        ({"digest": "md5"}, "unknown checksum"),
         ({"format_version": 0}, "invalid format_version"),
         ({"format_version": "1"}, "invalid format_version"),
         ({"magic": "other-snapshot"}, "not a groundwire snapshot"),
         ({"analyzer_fingerprint": "0" * 64}, "analyzes text differently"),
-        ({"fields": ["title", "body"]}, "lacks counts, fields or files"),
+        ({"fields": ["title", "body"]}, "file table differs"),
+        ({"counts": {"entries": 5}}, "malformed counts"),
     ],
 )
 def test_manifest_changes_are_rejected(
@@ -531,12 +544,9 @@ def test_ids_out_of_order_are_rejected(tmp_path: Path) -> None:
 
 
 def test_statistics_that_disagree_with_lengths_are_rejected(small_snapshot: Path) -> None:
-    path = file_of(small_snapshot, "lexical.field_avg_length")
-    average = np.load(path, allow_pickle=False).copy()
-    average[0] += 0.5
-    replace_file(
-        small_snapshot, "lexical.field_avg_length", path.read_bytes()[:128] + average.tobytes()
-    )
+    manifest = manifest_of(small_snapshot)
+    manifest["segments"][0]["stats"]["field_lengths"][0] += 1
+    write_manifest(small_snapshot, manifest)
     with pytest.raises(IndexFormatError, match="field lengths and field statistics disagree"):
         KnowledgeBase.load(small_snapshot)
 
@@ -574,8 +584,8 @@ def test_an_object_dtype_array_is_never_unpickled(small_snapshot: Path) -> None:
 
     buffer = io.BytesIO()
     np.save(buffer, np.array([{"x": 1}], dtype=object), allow_pickle=True)
-    replace_file(small_snapshot, "lexical.field_doc_count", buffer.getvalue())
-    with pytest.raises(IndexFormatError, match="expected <i8"):
+    replace_file(small_snapshot, "lexical.lengths", buffer.getvalue())
+    with pytest.raises(IndexFormatError, match="expected <i4"):
         KnowledgeBase.load(small_snapshot)
 
 
@@ -619,14 +629,15 @@ def test_a_forked_worker_loads_after_its_parent_did(
     small_snapshot: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Preload in a parent, fork, load again in the child: the hashing threads restart."""
-    from groundwire.index import reader
+    from groundwire.index.store import checksums
 
-    monkeypatch.setattr(reader, "_PARALLEL_HASH_BYTES", 0)  # always use the threads
+    monkeypatch.setattr(checksums, "_PARALLEL_HASH_BYTES", 0)  # always use the threads
     KnowledgeBase.load(small_snapshot)
     pid = os.fork()
     if pid == 0:  # the child: exit status 0 only if the load works
         code = 1
         try:
+            checksums.forget_verdicts()  # hash again, on the child's own threads
             code = 0 if len(KnowledgeBase.load(small_snapshot)) == 5 else 2
         finally:
             os._exit(code)
@@ -647,7 +658,7 @@ def test_replacing_swaps_everything_and_collects_old_files(tmp_path: Path) -> No
     second.save(path)
     loaded = KnowledgeBase.load(path)
     assert [e.id for e in loaded] == [d.id for d in documents()]
-    listed = {item["file"] for item in manifest_of(path)["files"].values()}
+    listed = {item["file"] for item in records(manifest_of(path)).values()}
     assert names(path) == listed | {"manifest.json", ".lock"}
     assert [p.name for p in tmp_path.iterdir()] == ["snap"]
 
@@ -720,7 +731,7 @@ def test_a_write_that_fails_validation_is_not_installed(
 _CHILD = r"""
 import sys
 from groundwire import Document, KnowledgeBase
-from groundwire.index import storage
+from groundwire.index.store import storage
 hook, path, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 real = getattr(storage, hook)
 calls = {"n": 0}
@@ -734,15 +745,23 @@ def pause(*args):
 
 setattr(storage, hook, pause)
 docs = [Document(f"c{i}", f"title {i}", f"new text number {i}") for i in range(count)]
-KnowledgeBase.from_documents(docs).save(path)
+if len(sys.argv) > 5:  # an incremental update of the snapshot at path, saved over it
+    KnowledgeBase.load(path).update(docs, deletes=sys.argv[5].split(",")).save(path)
+else:
+    KnowledgeBase.from_documents(docs).save(path)
 print("finished", flush=True)
 """
 
 
-def kill_writer_at(hook: str, path: Path, count: int, call: int = 1) -> None:
-    """Run a writer in a subprocess, stop it at ``hook`` (call number ``call``), SIGKILL it."""
+def kill_writer_at(
+    hook: str, path: Path, count: int, call: int = 1, deletes: str | None = None
+) -> None:
+    """Run a writer in a subprocess, stop it at ``hook`` (call number ``call``), SIGKILL it.
+
+    With ``deletes`` (comma-separated ids) the writer updates the snapshot at ``path``."""
+    extra = [deletes] if deletes is not None else []
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, hook, str(path), str(count), str(call)],
+        [sys.executable, "-c", _CHILD, hook, str(path), str(count), str(call), *extra],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -774,7 +793,25 @@ def test_a_writer_killed_mid_replace_leaves_the_old_snapshot(
     assert [n for n in names(path) if n.startswith(".tmp-")]  # the dead writer's leftovers
     KnowledgeBase.from_documents(documents()[:2]).save(path)  # the next save cleans up
     assert [e.id for e in KnowledgeBase.load(path)] == ["d1", "d2"]
-    listed = {item["file"] for item in manifest_of(path)["files"].values()}
+    listed = {item["file"] for item in records(manifest_of(path)).values()}
+    assert names(path) == listed | {"manifest.json", ".lock"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("hook", ["swap_manifest", "move_objects", "write_manifest"])
+def test_an_update_killed_mid_save_leaves_the_old_snapshot(tmp_path: Path, hook: str) -> None:
+    path = tmp_path / "snap"
+    KnowledgeBase.from_documents(documents()).save(path)
+    before = KnowledgeBase.load(path).search_ids("striped horses", 5)
+    kill_writer_at(hook, path, 3, 1, deletes="d1,d2")
+    old = KnowledgeBase.load(path)
+    assert [e.id for e in old] == [d.id for d in documents()]
+    assert old.search_ids("striped horses", 5) == before
+    updated = old.update([Document("c0", "title 0", "new text")], deletes=["d1", "d2"])
+    updated.save(path)  # the next save cleans up and installs the update
+    loaded = KnowledgeBase.load(path)
+    assert [e.id for e in loaded] == ["c0", "d3", "d4", "d5"]
+    listed = {item["file"] for item in records(manifest_of(path)).values()}
     assert names(path) == listed | {"manifest.json", ".lock"}
 
 
@@ -852,6 +889,53 @@ def test_readers_during_replaces_see_one_snapshot_or_the_other(
     try:
         for n in range(12):
             kbs[(n + 1) % 2].save(path)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    assert not errors, errors[0]
+    assert seen
+
+
+@pytest.mark.integration
+def test_readers_during_updates_see_one_snapshot_or_the_other(tmp_path: Path) -> None:
+    """A writer updates the live snapshot (load, update, save) while readers open it."""
+    path = tmp_path / "live"
+    base = [Document(f"d{n}", f"doc {n}", f"zebra grass number {n}") for n in range(6)]
+    KnowledgeBase.from_documents(base).save(path)
+    variants = {
+        "even": [Document("v", "variant", "zebra zebra night even")],
+        "odd": [Document("v", "variant", "grass night odd")],
+    }
+    expected = {
+        name: KnowledgeBase.from_documents([*base, *docs]).search("zebra grass night", 5)
+        for name, docs in variants.items()
+    }
+    expected["base"] = KnowledgeBase.from_documents(base).search("zebra grass night", 5)
+    stop = threading.Event()
+    seen: list[str] = []
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                kb = KnowledgeBase.load(path, verify="manifest")
+                entry = kb.get("v")
+                name = "base" if entry is None else entry.body.split()[-1]
+                hits = kb.search("zebra grass night", 5)
+                want = expected[name]
+                assert [(h.id, h.score) for h in hits] == [(h.id, h.score) for h in want]
+                seen.append(name)
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        for n in range(8):
+            KnowledgeBase.load(path).update(variants["even" if n % 2 else "odd"]).save(path)
     finally:
         stop.set()
         for thread in threads:

@@ -11,6 +11,7 @@ import datetime as dt
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from groundwire import (
@@ -94,5 +95,76 @@ def test_a_copy_with_one_changed_byte_is_refused(tmp_path: Path) -> None:
     data = bytearray(scores.read_bytes())
     data[-3] ^= 0x10
     scores.write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match="SHA-256"):
+        KnowledgeBase.load(copy)
+
+
+# -- format version 2 ---------------------------------------------------------------------------
+FIXTURE_V2 = Path(__file__).resolve().parents[1] / "fixtures" / "snapshot-v2"
+#: Printed by make_snapshot_v2.py when the fixture was written.
+SOURCE_HASH_V2 = "ea3a638712d39384281ba3ef46760db7477825b9c5060d2bbc935c5d51787133"
+
+
+@pytest.fixture(scope="module")
+def fixture_v2() -> KnowledgeBase:
+    return KnowledgeBase.load(FIXTURE_V2, SOURCE_HASH_V2, verify="full")
+
+
+def test_the_v2_fixture_answers_exactly_as_the_v1_fixture(
+    fixture: KnowledgeBase, fixture_v2: KnowledgeBase
+) -> None:
+    hits = fixture_v2.search(QUERY, 5)
+    assert [hit.id for hit in hits] == [hit_id for hit_id, _ in EXPECTED]
+    for hit, (_, score) in zip(hits, EXPECTED, strict=True):
+        assert abs(hit.score - score) <= 1e-12
+    for query in (QUERY, "greenfly", "frost bot", "make compost", "soil ph lime"):
+        for a, b in zip(fixture.search(query, 10), fixture_v2.search(query, 10), strict=True):
+            assert (a.id, a.score) == (b.id, b.score)
+            assert dict(a.breakdown) == pytest.approx(dict(b.breakdown), abs=1e-12)
+    assert fixture_v2.relation_index == fixture.relation_index
+    assert fixture_v2.exact_index == fixture.exact_index
+    assert fixture_v2.alias_index == fixture.alias_index
+    assert fixture_v2.entries == fixture.entries
+
+
+def test_the_v2_fixture_keeps_its_section(fixture_v2: KnowledgeBase) -> None:
+    section = fixture_v2.sections["probe"]
+    assert section.meta == {"model": "probe-4d", "dims": 4, "dtype": "float32"}
+    assert not section.required
+    matrix = section.arrays["matrix"]
+    assert matrix.dtype == np.float32
+    assert matrix.shape == (10, 4)
+    assert float(matrix[9, 3]) == 39 / 8
+
+
+def test_the_v2_fixture_grounds_through_the_engine() -> None:
+    fixed_count = GroundingConfig(retrieval=RetrievalConfig(gate="off"))  # the seed's selection
+    with GroundingEngine.from_snapshot(
+        FIXTURE_V2, fixed_count, expected_manifest_hash=SOURCE_HASH_V2
+    ) as eng:
+        outcome = eng.ground(QUERY)
+    assert outcome.block is not None
+    assert outcome.metadata.expanded_ids == ("soil.mulch", "pests.ladybirds")
+
+
+def test_a_v1_snapshot_saves_as_v2_with_the_same_answers(
+    fixture: KnowledgeBase, tmp_path: Path
+) -> None:
+    fixture.save(tmp_path / "upgraded")
+    upgraded = KnowledgeBase.load(tmp_path / "upgraded")
+    assert KnowledgeBase.describe_snapshot(tmp_path / "upgraded")["format_version"] == 2
+    for query in (QUERY, "greenfly", "frost bot"):
+        for a, b in zip(fixture.search(query, 10), upgraded.search(query, 10), strict=True):
+            assert (a.id, a.score) == (b.id, b.score)
+    assert upgraded.relation_index == fixture.relation_index
+
+
+def test_a_v2_copy_with_one_changed_byte_is_refused(tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(FIXTURE_V2, copy)
+    matrix = next(copy.glob("section.probe.matrix.*.npy"))
+    data = bytearray(matrix.read_bytes())
+    data[-3] ^= 0x10
+    matrix.write_bytes(bytes(data))
     with pytest.raises(IndexFormatError, match="SHA-256"):
         KnowledgeBase.load(copy)

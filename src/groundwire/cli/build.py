@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.text import Text
 
 from groundwire import (
+    AccessPolicy,
     ChunkingConfig,
+    GroundwireError,
     IndexSettings,
     KnowledgeBase,
     LoadedDocument,
@@ -62,17 +63,12 @@ SourcesArg = Annotated[
 
 
 def _index_json(out: Path, built: float, saved: float, warnings: int) -> dict[str, Any]:
-    """The summary of a written snapshot, from its manifest (a documented file format)."""
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    files = manifest["files"].values()
+    """The summary of a written snapshot, from its manifest."""
+    info = KnowledgeBase.describe_snapshot(out)
     return {
         "path": str(out),
-        "format_version": manifest["format_version"],
-        "entries": manifest["counts"]["entries"],
-        "terms": manifest["counts"]["terms"],
-        "files": len(files) + 1,
-        "bytes": sum(item["bytes"] for item in files) + (out / "manifest.json").stat().st_size,
-        "source_manifest_hash": manifest["source_manifest_hash"],
+        **{key: info[key] for key in ("format_version", "entries", "terms", "files", "bytes")},
+        "source_manifest_hash": info["source_manifest_hash"],
         "warnings": warnings,
         "build_seconds": round(built, 3),
         "save_seconds": round(saved, 3),
@@ -106,19 +102,26 @@ def index(
     ] = None,
     cache: CacheOpt = None,
     allow_remote: AllowRemoteOpt = False,
+    update: UpdateOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Validate and index knowledge bases once, and save the snapshot to PATH.
 
     Every other command (and GroundingEngine.from_snapshot) opens the snapshot in
     milliseconds instead of rebuilding. Nothing is written when validation fails;
-    a failed write leaves an existing snapshot at PATH intact.
+    a failed write leaves an existing snapshot at PATH intact. With --update, only
+    entries that changed since PATH was written are analyzed.
     """
     loaded = [source for path in sources for source in load_kb(path)]
     report = normalize_and_validate(loaded)
     if not report.ok:
         hint = validate_hint(sources[0]) if len(sources) == 1 else ""
         fail(str(ValidationFailedError(report.issues)) + hint)
+    if update and KnowledgeBase.is_snapshot(out):
+        if embed is not None:
+            fail("--update does not embed yet: rebuild without --update to pass --embed")
+        _index_update(out, report.entries, as_json)
+        return
     with progress_display(not as_json) as progress:
         task = progress.add_task("indexing", total=len(report.entries))
         started = time.perf_counter()
@@ -153,6 +156,95 @@ def index(
             ]
         )
     )
+
+
+UpdateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--update",
+        help="Update the snapshot at the output path instead of rebuilding it: only what "
+        "changed since it was written is analyzed (a missing snapshot is built).",
+    ),
+]
+
+
+def _update_summary(out: Path, before: int, seconds: float, **counts: Any) -> dict[str, Any]:
+    info = KnowledgeBase.describe_snapshot(out)
+    return {
+        "path": str(out),
+        "updated": True,
+        "entries_before": before,
+        "entries": info["entries"],
+        **counts,
+        "terms": info["terms"],
+        "source_manifest_hash": info["source_manifest_hash"],
+        "update_seconds": round(seconds, 3),
+    }
+
+
+def _print_update(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(summary)
+        return
+    rows = [(key.replace("_", " "), str(value)) for key, value in summary.items()]
+    make_console().print(facts_table(rows))
+
+
+def _ingest_update(
+    sources: _Sources,
+    out: Path,
+    config: ChunkingConfig,
+    policy: AccessPolicy | None,
+    as_json: bool,
+) -> None:
+    """``ingest --update``: chunk and index only the files that changed (see index/changes)."""
+    started = time.perf_counter()
+    try:
+        kb = KnowledgeBase.load(out)
+        documents, skipped, _ = _load_all(sources)
+        updated, changes = kb.update_documents(documents, config, access=policy)
+    except (GroundwireError, ValueError) as exc:
+        fail(str(exc))
+    skipped = [*skipped, *changes.skipped]
+    if len(updated) == 0:
+        fail(nothing_to_index([*sources.files, *sources.urls], skipped))
+    updated.save(out)
+    summary = _update_summary(
+        out,
+        len(kb),
+        time.perf_counter() - started,
+        added=len(changes.added),
+        changed=len(changes.changed),
+        unchanged=len(changes.unchanged),
+        removed=len(changes.removed),
+        relabeled=len(changes.relabeled),
+        chunks_upserted=len(changes.upserts),
+        chunks_deleted=len(changes.deletes),
+        skipped=skipped_json(skipped),
+    )
+    _print_update(summary, as_json)
+
+
+def _index_update(out: Path, entries: Sequence[Any], as_json: bool) -> None:
+    """``index --update``: only entries whose content changed are analyzed."""
+    started = time.perf_counter()
+    kb = KnowledgeBase.load(out)
+    if kb.settings != IndexSettings():
+        fail(f"{out}: the snapshot was built with other index settings; rebuild it")
+    try:
+        updated, upserts, deletes = kb.update_entries(entries)
+    except GroundwireError as exc:
+        fail(str(exc))
+    updated.save(out)
+    summary = _update_summary(
+        out,
+        len(kb),
+        time.perf_counter() - started,
+        upserted=len(upserts),
+        deleted=len(deletes),
+        unchanged=len(entries) - len(upserts),
+    )
+    _print_update(summary, as_json)
 
 
 DocumentsArg = Annotated[
@@ -193,21 +285,48 @@ def _fetch_all(
     return documents, skipped, total
 
 
+class _Sources(NamedTuple):
+    """What ``ingest`` reads: files and folders, URLs, and how."""
+
+    files: list[Path]
+    urls: list[str]
+    gitignore: bool
+    allow_private: bool
+    access: Path | None  # the policy file, never content
+
+
+def _load_all(
+    sources: _Sources,
+    loaded: Callable[[int, int], None] | None = None,
+    fetched: Callable[[], None] = lambda: None,
+) -> tuple[list[LoadedDocument], list[SkippedSource], int]:
+    """Every document ``sources`` name (files, then pages), what was skipped, bytes read."""
+    warn_entry_files(sources.files)
+    result = (
+        load_documents(sources.files, progress=loaded, gitignore=sources.gitignore)
+        if sources.files
+        else LoadResult((), (), 0)
+    )
+    pages, failed, page_bytes = _fetch_all(sources.urls, sources.allow_private, fetched)
+    documents = [*without_policy(sources.files, result.documents, sources.access), *pages]
+    return documents, [*result.skipped, *failed], result.bytes_read + page_bytes
+
+
 _CHUNKING = ChunkingConfig()
 
 
 def _ingest_json(
     out: Path, files: int, chunks: int, bytes_read: int, skipped: Sequence[SkippedSource]
 ) -> dict[str, Any]:
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    info = KnowledgeBase.describe_snapshot(out)
     return {
         "path": str(out),
         "files": files,
         "chunks": chunks,
         "bytes_read": bytes_read,
         "skipped": skipped_json(skipped),
-        "terms": manifest["counts"]["terms"],
-        "source_manifest_hash": manifest["source_manifest_hash"],
+        "terms": info["terms"],
+        "source_manifest_hash": info["source_manifest_hash"],
     }
 
 
@@ -268,6 +387,7 @@ def ingest(
             "(refused by default). Only for hosts you trust.",
         ),
     ] = False,
+    update: UpdateOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Load, chunk and index documents once, and save the snapshot to DIR.
@@ -277,10 +397,13 @@ def ingest(
     Nothing is written when no document could be loaded. With --access, every chunk
     carries the tenant and ACL labels of the first matching rule (saved in the snapshot).
     Files or pages that carry a secret (a private key, a URL with a password, a service
-    token) are always skipped.
+    token) are always skipped. With --update, DIR's snapshot is updated in place of a
+    rebuild: only new and changed files (and pages) are chunked and indexed (labeled by
+    --access as a rebuild labels them; another policy than the snapshot's relabels every
+    chunk; a labeled snapshot needs --access).
     """
     config = ChunkingConfig(size=chunk_size, overlap=chunk_overlap)
-    load_policy(access)  # a bad policy is reported before any document is read
+    policy = load_policy(access)  # a bad policy is reported before any document is read
     urls = [item for item in paths if item.lower().startswith(_URL_SCHEMES)]
     files_given = [Path(item) for item in paths if not item.lower().startswith(_URL_SCHEMES)]
     for given in files_given:
@@ -289,6 +412,12 @@ def ingest(
                 f"{given}: is a snapshot folder written by groundwire, not documents; "
                 f"search or ground it directly ('groundwire search {given} QUERY')"
             )
+    sources = _Sources(files_given, urls, not no_gitignore, allow_private_addresses, access)
+    if update and KnowledgeBase.is_snapshot(out):
+        if embed is not None:
+            fail("--update does not embed yet: rebuild without --update to pass --embed")
+        _ingest_update(sources, out, config, policy, as_json)
+        return
     with progress_display(not as_json) as progress:
         reading = progress.add_task("loading", total=None)
 
@@ -296,22 +425,14 @@ def ingest(
             progress.update(reading, completed=done, total=total + len(urls))
 
         started = time.perf_counter()
-        warn_entry_files(files_given)
-        result = (
-            load_documents(files_given, progress=loaded, gitignore=not no_gitignore)
-            if files_given
-            else LoadResult((), (), 0)
+        documents, read_skipped, bytes_read = _load_all(
+            sources, loaded, lambda: progress.advance(reading)
         )
-        fetched, fetch_skipped, fetched_bytes = _fetch_all(
-            urls, allow_private_addresses, lambda: progress.advance(reading)
-        )
-        documents = [*without_policy(files_given, result.documents, access), *fetched]
         chunking = progress.add_task("chunking", total=len(documents))
         chunks, files, failed = chunk_all(documents, config, lambda: progress.advance(chunking))
         chunks, refused = labeled_chunks(chunks, access)
         files -= len(refused)
-        skipped = (*result.skipped, *fetch_skipped, *failed, *refused)
-        bytes_read = result.bytes_read + fetched_bytes
+        skipped = (*read_skipped, *failed, *refused)
         if not chunks:
             fail(nothing_to_index(paths, skipped))
         load_seconds = time.perf_counter() - started
@@ -321,7 +442,7 @@ def ingest(
             chunks_to_documents(chunks),
             chunk_settings(),
             progress=lambda count: progress.advance(indexing, count),
-        )
+        ).with_section(KnowledgeBase.chunking_section(config, policy))
         index_seconds = time.perf_counter() - started
         progress.add_task("saving", total=None)
         started = time.perf_counter()

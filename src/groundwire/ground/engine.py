@@ -134,7 +134,13 @@ class GroundingEngine:
     def _build(self, sources: Sequence[KnowledgeSource | Mapping[str, Any]]) -> None:
         with self._build_lock:
             try:
-                result = self._cache.get_or_build(sources, self._config.index_settings)
+                # A rebuild updates the served snapshot: only changed entries are analyzed.
+                settings = self._config.index_settings
+                result = (
+                    self._cache.get_or_build(sources, settings, previous=self._snapshot)
+                    if self._snapshot is not None
+                    else self._cache.get_or_build(sources, settings)
+                )
             except Exception as exc:  # a build bug must not escape into the host
                 logger.exception("knowledge index build failed")
                 self._last_error = f"{type(exc).__name__}: {exc}"

@@ -31,16 +31,20 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.index._kernel_abi import Library as _Library
+from groundwire.index._kernel_abi import Query as _Query
+
 __all__ = [
     "SKIP",
     "UNKNOWN",
+    "BadDocumentError",
     "Index",
     "available",
     "resolve",
@@ -56,15 +60,13 @@ __all__ = [
 _LIBRARY = "_gwkernel" + (
     ".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so"
 )
-_ABI_VERSION = 2  # GW_ABI_VERSION in _kernel.c
 #: Query word codes (see :func:`top_codes`): a stop word, a word whose term is not indexed.
 SKIP = -1
 UNKNOWN = -2
 _BAD_DOC, _BAD_TERM, _NO_ROOM = -1, -2, -3  # GW_BAD_DOC, GW_BAD_TERM, GW_NO_ROOM
 _CACHE_LIMIT = 64  # arrays whose pointers are remembered: a handful of live indexes and masks
 
-_P, _I64, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-_F64P = ctypes.POINTER(ctypes.c_double)
+_I64, _F64 = ctypes.c_int64, ctypes.c_double
 _WIDTHS = {np.dtype(np.int64): 1, np.dtype(np.int32): 0}  # gw_query.wide per docs dtype
 _FLOAT64 = np.dtype(np.float64)
 
@@ -72,63 +74,6 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 Bounds = npt.NDArray[np.integer[Any]] | Sequence[int]
 DocArray = npt.NDArray[np.int64] | npt.NDArray[np.int32]
-
-
-class _Query(ctypes.Structure):
-    """``gw_query`` in _kernel.c, field for field."""
-
-    _fields_: ClassVar[list[tuple[str, Any]]] = [
-        ("lo", _P),
-        ("hi", _P),
-        ("n_rows", _I64),
-        ("docs", _P),
-        ("wide", _I64),
-        ("scores", _P),
-        ("n_postings", _I64),
-        ("n_docs", _I64),
-        ("acc", _P),
-        ("seen", _P),
-        ("touched", _P),
-        ("excluded", _P),
-        ("k", _I64),
-        ("out_docs", _P),
-        ("out_scores", _P),
-        ("indptr", _P),
-        ("n_terms", _I64),
-        ("pair_starts", _P),
-        ("pair_seconds", _P),
-        ("n_single", _I64),
-        ("n_pairs", _I64),
-        ("codes", _P),
-        ("n_codes", _I64),
-        ("rows", _P),
-        ("row_lo", _P),
-        ("row_hi", _P),
-        ("capacity", _I64),
-    ]
-
-
-class _Library:
-    """The loaded library's entry points."""
-
-    def __init__(self, lib: ctypes.CDLL) -> None:
-        version = _function(lib, "gw_abi_version", [], _I64)()
-        if version != _ABI_VERSION:
-            raise OSError(f"ABI version {version}, expected {_ABI_VERSION}: reinstall groundwire")
-        self.topk = _function(lib, "gw_query_topk", [_P], _I64)
-        self.score_of = _function(lib, "gw_query_score_of", [_P, _I64], _F64)
-        self.rows_topk = _function(lib, "gw_query_rows_topk", [_P], _I64)
-        self.codes_topk = _function(lib, "gw_query_codes_topk", [_P], _I64)
-        self.resolve = _function(lib, "gw_query_resolve", [_P], _I64)
-        self.rows_score_of = _function(lib, "gw_query_rows_score_of", [_P, _I64, _F64P], _I64)
-        self.lib = lib
-
-
-def _function(lib: ctypes.CDLL, name: str, args: list[Any], result: Any) -> Callable[..., Any]:
-    function = getattr(lib, name)
-    function.argtypes = args
-    function.restype = result
-    return function  # type: ignore[no-any-return]
 
 
 _lock = threading.Lock()
@@ -464,12 +409,16 @@ def score_of(lo: Bounds, hi: Bounds, docs: DocArray, scores: FloatArray, doc: in
     return value
 
 
+class BadDocumentError(ValueError):
+    """The rows hold a document number outside ``[0, n_docs)``: the arrays are damaged."""
+
+
 def _check(status: int, n_docs: int) -> None:
     """Raise for a kernel call's negative status."""
     if status >= 0:
         return
     if status == _BAD_DOC:
-        raise ValueError(f"docs holds a document number outside [0, n_docs={n_docs})")
+        raise BadDocumentError(f"docs holds a document number outside [0, n_docs={n_docs})")
     if status == _BAD_TERM:
         raise ValueError("a term id or word code is outside the index's terms")
     raise RuntimeError(f"the kernel's row buffers are too small (status {status})")

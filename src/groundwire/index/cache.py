@@ -80,10 +80,14 @@ class SnapshotCache:
         settings: IndexSettings | None = None,
         *,
         progress: Callable[[int], None] | None = None,
+        previous: KnowledgeBase | None = None,
     ) -> BuildResult:
         """Validate ``sources`` and return the cached snapshot or build (and cache) one.
 
         With blocking validation errors no snapshot is built: ``knowledge_base`` is None.
+        ``previous`` (a snapshot of earlier sources with the same settings, e.g. the one
+        an engine serves) is updated instead of building from scratch: only changed
+        entries are analyzed, and searches equal a full build's.
         """
         settings = settings if settings is not None else IndexSettings()
         resolved = [coerce_source(s) for s in sources]
@@ -108,7 +112,13 @@ class SnapshotCache:
                 self.hits += 1
             return BuildResult(kb, report.issues, cache_hit=True)
         try:
-            kb = KnowledgeBase(report.entries, settings, issues=report.issues, progress=progress)
+            if previous is not None and previous.settings == settings:
+                kb, _, _ = previous.update_entries(report.entries)
+                kb = kb.with_issues(report.issues)
+            else:
+                kb = KnowledgeBase(
+                    report.entries, settings, issues=report.issues, progress=progress
+                )
         except BaseException as exc:
             with self._lock:
                 del self._building[key]

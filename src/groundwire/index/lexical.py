@@ -1,8 +1,12 @@
-"""Field-aware BM25 with scores precomputed at build time.
+"""The immutable, precomputed BM25 index of one snapshot: the query-time reader.
 
-Building turns per-field term frequencies into one sparse row per term (document
-ids ascending, float64 scores). A query gathers its rows, sums them with
-``bincount`` and selects the top k with ``argpartition``, sorting only the winners.
+Every term (and, with a pair field, every indexed pair of adjacent terms) has one score
+row: its documents ascending with one precomputed score each (CSR ``indptr``/``docs``/
+``scores``). A query gathers its rows, sums them (the C kernel, or ``bincount``) and
+selects the top k, sorting only the winners. Each posting also keeps the term's
+frequency in every field (:class:`FieldFrequencies`, one byte each), which explains a
+score field by field and lets scores be recomputed for other statistics (a subset of
+the documents, see ``retrieve/restricted.py``). ``lexical_builder.py`` builds the rows.
 
 Two scoring modes:
 
@@ -14,26 +18,36 @@ Two scoring modes:
     Robertson/Zaragoza BM25F: field frequencies are normalised and weighted first,
     ``tf̃ = Σ_f w_f·tf_f / (1−b+b·dl_f/avgdl_f)``, then saturated once:
     ``idf(t) · tf̃·(k1+1)/(tf̃+k1)`` with ``idf`` over all ``N`` documents.
+
+Rows: the ``V`` single terms first, then one row per pair (``V + p``). The pairs whose
+first term is ``a`` have their second terms in ``pair_seconds[pair_starts[a]:pair_starts
+[a + 1]]``, ascending, so pair ``p`` is found by bisection.
 """
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from groundwire.config import IndexSettings
-from groundwire.errors import KnowledgeIndexError
+from groundwire.errors import IndexFormatError
 from groundwire.index import _kernel
 
-__all__ = ["SKIP", "UNKNOWN", "LexicalIndex", "LexicalIndexBuilder", "QueryScores"]
+__all__ = [
+    "SKIP",
+    "UNKNOWN",
+    "FieldFrequencies",
+    "FieldStats",
+    "LexicalIndex",
+    "QueryScores",
+    "idf",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.integer[Any]]
@@ -48,10 +62,13 @@ UNKNOWN = _kernel.UNKNOWN
 _PROBES = 2
 # Below this many documents a dense accumulator is always cheapest.
 _DENSE_DOCS = 262_144
-
+#: A frequency byte of 255 means "255 or more": the exact value is in the overflow table.
+TF_OVERFLOW = 255
 
 _NO_DOCS: IntArray = np.empty(0, dtype=np.int32)
 _NO_SCORES: FloatArray = np.empty(0, dtype=np.float64)
+_NO_STARTS: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
+_NO_SECONDS: npt.NDArray[np.int32] = np.empty(0, dtype=np.int32)
 
 
 class QueryScores:
@@ -128,157 +145,60 @@ class QueryScores:
         return chosen[order], values[order]
 
 
-class LexicalIndexBuilder:
-    """Collects documents field by field; :meth:`build` freezes them into a LexicalIndex.
-
-    With ``pair_field``, a derived field of adjacent term pairs is built from the
-    ``pair_sources`` fields: pairs are encoded as integers (``first * V + second``
-    over the ``V`` single terms) at build time, never as strings.
-    """
-
-    def __init__(
-        self,
-        fields: Sequence[str],
-        *,
-        pair_field: str | None = None,
-        pair_sources: Sequence[str] = (),
-    ) -> None:
-        if not fields or len(set(fields)) != len(fields) or pair_field in fields:
-            raise KnowledgeIndexError(f"fields must be distinct and non-empty, got {fields!r}")
-        unknown = [name for name in pair_sources if name not in fields]
-        if unknown:
-            raise KnowledgeIndexError(f"pair sources {unknown} are not among fields {fields!r}")
-        self.text_fields = tuple(fields)
-        self.pair_field = pair_field
-        self.fields = (*fields, pair_field) if pair_field else tuple(fields)
-        self._pair_sources = tuple(self.text_fields.index(name) for name in pair_sources)
-        self.vocabulary: dict[str, int] = {}
-        self._terms = [array("i") for _ in self.text_fields]
-        self._lengths = [array("i") for _ in self.text_fields]
-        self.doc_count = 0
-
-    def term_id(self, term: str) -> int:
-        """The id of ``term``, assigning the next one to a new term."""
-        vocab = self.vocabulary
-        return vocab.setdefault(term, len(vocab))
-
-    def add(self, field_terms: Sequence[Sequence[str]]) -> int:
-        """Add one document given its terms per text field (in order); returns its number."""
-        setdefault, vocab = self.vocabulary.setdefault, self.vocabulary
-        return self.add_ids([[setdefault(t, len(vocab)) for t in terms] for terms in field_terms])
-
-    def add_ids(self, field_ids: Sequence[Sequence[int]]) -> int:
-        """Add one document given its term ids (from :meth:`term_id`) per text field.
-
-        A negative id marks a dropped word (a stop word): it takes no place in the
-        field, so the words around it count as adjacent.
-        """
-        if len(field_ids) != len(self.text_fields):
-            raise KnowledgeIndexError(
-                f"expected terms for {len(self.text_fields)} fields {self.text_fields}, "
-                f"got {len(field_ids)}"
-            )
-        for f, ids in enumerate(field_ids):
-            self._terms[f].extend(ids)
-            self._lengths[f].append(len(ids))
-        self.doc_count += 1
-        return self.doc_count - 1
-
-    def build(self, settings: IndexSettings) -> LexicalIndex:
-        """Compute statistics and precomputed scores; the builder may be discarded after."""
-        weights = np.array(
-            [settings.field_weights.get(name, 0.0) for name in self.fields], dtype=np.float64
-        )
-        n_docs, n_single = self.doc_count, len(self.vocabulary)
-        all_docs = np.arange(n_docs, dtype=np.int32)
-        terms: list[IntArray] = []
-        docs: list[IntArray] = []
-        field_lengths: list[IntArray] = []
-        for raw, raw_lengths in zip(self._terms, self._lengths, strict=True):
-            field_terms = np.frombuffer(raw, np.int32)
-            field_docs = np.repeat(all_docs, np.frombuffer(raw_lengths, np.int32))
-            kept = field_terms >= 0
-            if not kept.all():
-                field_terms, field_docs = field_terms[kept], field_docs[kept]
-            terms.append(field_terms)
-            docs.append(field_docs)
-            field_lengths.append(np.bincount(field_docs, minlength=n_docs).astype(np.int32))
-        pair_keys: npt.NDArray[np.int64] = _NO_KEYS
-        if self.pair_field is not None:
-            pair_keys, pair_terms, pair_docs = _pairs(
-                [terms[f] for f in self._pair_sources],
-                [docs[f] for f in self._pair_sources],
-                n_single,
-            )
-            terms.append(pair_terms)
-            docs.append(pair_docs)
-            field_lengths.append(np.bincount(pair_docs, minlength=n_docs).astype(np.int32))
-        n_terms = n_single + pair_keys.shape[0]
-        postings = [
-            _field_postings(t, d, n_docs, n_terms) for t, d in zip(terms, docs, strict=True)
-        ]
-        lengths = np.array(field_lengths, dtype=np.int32).reshape(len(self.fields), n_docs)
-        stats = _FieldStats.of(lengths)
-        rows = _bm25f_rows if settings.scoring == "bm25f" else _fields_rows
-        indptr, row_docs, scores = rows(postings, lengths, stats, weights, settings, n_terms)
-        return LexicalIndex(
-            fields=self.fields,
-            weights=weights,
-            k1=float(settings.k1),
-            b=float(settings.b),
-            scoring=settings.scoring,
-            vocabulary=dict(self.vocabulary),
-            indptr=indptr,
-            docs=row_docs,
-            scores=scores,
-            field_postings=tuple(postings),
-            lengths=lengths,
-            stats=stats,
-            pair_keys=pair_keys,
-        )
+def _check_docs(docs: IntArray, n_docs: int) -> None:
+    """Refuse document numbers outside ``[0, n_docs)`` before they index anything."""
+    if docs.shape[0] and (int(docs.min()) < 0 or int(docs.max()) >= n_docs):
+        raise _damaged()
 
 
-_NO_KEYS: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
-
-
-def _pairs(
-    terms: Sequence[IntArray], docs: Sequence[IntArray], n_single: int
-) -> tuple[npt.NDArray[np.int64], IntArray, IntArray]:
-    """Adjacent term pairs within each document of each field, as sorted integer keys.
-
-    Returns the distinct keys, each occurrence's term id (``n_single`` + key rank) and
-    each occurrence's document.
-    """
-    keys, owners = [], []
-    for field_terms, field_docs in zip(terms, docs, strict=True):
-        same = field_docs[1:] == field_docs[:-1]
-        keys.append(field_terms[:-1][same].astype(np.int64) * n_single + field_terms[1:][same])
-        owners.append(field_docs[1:][same])
-    if not keys:
-        return _NO_KEYS, np.empty(0, np.int32), np.empty(0, np.int32)
-    all_keys = np.concatenate(keys)
-    distinct, inverse = np.unique(all_keys, return_inverse=True)
-    return distinct, (inverse.ravel() + n_single).astype(np.int32), np.concatenate(owners)
+def _damaged() -> IndexFormatError:
+    return IndexFormatError(
+        "the index holds a document number out of range: its snapshot was damaged "
+        "(it was loaded without hashing); load it with verify='full' or rebuild it"
+    )
 
 
 @dataclass(frozen=True, slots=True)
-class _Postings:
-    """One field's postings: row ``t`` is ``docs/tf[indptr[t]:indptr[t+1]]``, docs ascending."""
+class FieldFrequencies:
+    """One field's term frequency at each posting of ``[start, start + len(counts))``.
 
-    indptr: npt.NDArray[np.int64]
-    docs: IntArray
-    tf: IntArray
+    ``counts`` holds one byte per posting (0: the term is not in this field); a byte of
+    :data:`TF_OVERFLOW` means the exact frequency is ``overflow_tf[i]`` where
+    ``overflow_at[i]`` (ascending) is the posting. Postings outside the range have 0.
+    """
 
-    def row(self, term: int) -> tuple[IntArray, IntArray]:
-        lo, hi = int(self.indptr[term]), int(self.indptr[term + 1])
-        return self.docs[lo:hi], self.tf[lo:hi]
+    start: int
+    counts: npt.NDArray[np.uint8]
+    overflow_at: npt.NDArray[np.int64]
+    overflow_tf: npt.NDArray[np.int64]
 
-    def df(self) -> npt.NDArray[np.int64]:
-        return np.diff(self.indptr)
+    def at(self, posting: int) -> int:
+        """The frequency at one posting."""
+        j = posting - self.start
+        if not 0 <= j < self.counts.shape[0]:
+            return 0
+        value = int(self.counts[j])
+        if value == TF_OVERFLOW:
+            at = int(np.searchsorted(self.overflow_at, posting))
+            if at < self.overflow_at.shape[0] and int(self.overflow_at[at]) == posting:
+                return int(self.overflow_tf[at])
+        return value
+
+    def span(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
+        """The frequencies at postings ``lo..hi`` (int64, exact)."""
+        out = np.zeros(max(hi - lo, 0), dtype=np.int64)
+        a, b = max(lo, self.start), min(hi, self.start + self.counts.shape[0])
+        if a < b:
+            out[a - lo : b - lo] = self.counts[a - self.start : b - self.start]
+            if self.overflow_at.shape[0]:
+                left, right = np.searchsorted(self.overflow_at, [a, b])
+                if right > left:
+                    out[self.overflow_at[left:right] - lo] = self.overflow_tf[left:right]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
-class _FieldStats:
+class FieldStats:
     """Per-field document counts and average lengths (Lucene semantics)."""
 
     doc_count: npt.NDArray[np.int64]  # documents with a non-empty field, per field
@@ -286,7 +206,7 @@ class _FieldStats:
     n_docs: int
 
     @classmethod
-    def of(cls, lengths: IntArray) -> _FieldStats:
+    def of(cls, lengths: IntArray) -> FieldStats:
         doc_count = (lengths > 0).sum(axis=1).astype(np.int64)
         totals = lengths.sum(axis=1, dtype=np.int64)
         avg = np.divide(
@@ -295,109 +215,14 @@ class _FieldStats:
         return cls(doc_count, avg, int(lengths.shape[1]))
 
 
-def _field_postings(terms: IntArray, docs: IntArray, n_docs: int, n_terms: int) -> _Postings:
-    """Group (term, doc) occurrences into CSR rows with term frequencies."""
-    keys = terms.astype(np.int64) * max(n_docs, 1) + docs
-    unique, tf = np.unique(keys, return_counts=True)
-    term_of = unique // max(n_docs, 1)
-    indptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(np.bincount(term_of, minlength=n_terms), out=indptr[1:])
-    return _Postings(indptr, (unique % max(n_docs, 1)).astype(np.int32), tf.astype(np.int32))
-
-
 def idf(doc_count: float | FloatArray, df: float | FloatArray) -> FloatArray:
     """Lucene's BM25 idf, always positive: ``ln(1 + (N − df + ½) / (df + ½))``."""
     return np.log1p((np.asarray(doc_count, dtype=np.float64) - df + 0.5) / (np.asarray(df) + 0.5))
 
 
-def _norm(lengths: IntArray, avg: float, b: float) -> FloatArray:
+def norm(lengths: IntArray, avg: float | FloatArray, b: float) -> FloatArray:
+    """BM25 length normalisation ``1 − b + b·dl/avgdl`` (the builder's exact expression)."""
     return 1.0 - b + b * lengths.astype(np.float64) / avg
-
-
-def _term_of_postings(indptr: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    return np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
-
-
-def _merge_rows(
-    parts: Iterable[tuple[npt.NDArray[np.int64], IntArray, FloatArray]], n_docs: int, n_terms: int
-) -> tuple[npt.NDArray[np.int64], IntArray, FloatArray]:
-    """Sum (term, doc, value) triples from several fields into one CSR matrix."""
-    collected = list(parts)
-    if not collected:
-        return np.zeros(n_terms + 1, np.int64), np.empty(0, np.intp), np.empty(0, np.float64)
-    runs = [t * max(n_docs, 1) + d for t, d, _ in collected]
-    keys = np.concatenate(runs)
-    values = np.concatenate([v for _, _, v in collected])
-    # Runs over disjoint term ranges (the pair field's terms follow every single term)
-    # concatenate in order already; only overlapping runs need merging.
-    filled = [run for run in runs if run.shape[0]]
-    overlapping = any(later[0] <= run[-1] for run, later in pairwise(filled))
-    if overlapping:
-        # Each part is sorted by (term, doc): a stable sort only merges the runs, and it
-        # keeps a key's values in field order, so sums add up in a fixed order.
-        order = np.argsort(keys, kind="stable")
-        keys, values = keys[order], values[order]
-        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-        unique, summed = keys[starts], np.add.reduceat(values, starts)
-    else:
-        unique, summed = keys, values.astype(np.float64, copy=False)
-    term_of = unique // max(n_docs, 1)
-    indptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(np.bincount(term_of, minlength=n_terms), out=indptr[1:])
-    # Score rows hold native-width document numbers: bincount takes them without a cast,
-    # which made query accumulation ~40% faster than int32 on SciFact.
-    return indptr, (unique % max(n_docs, 1)).astype(np.intp), summed
-
-
-def _fields_rows(
-    postings: Sequence[_Postings],
-    lengths: IntArray,
-    stats: _FieldStats,
-    weights: FloatArray,
-    settings: IndexSettings,
-    n_terms: int,
-) -> tuple[npt.NDArray[np.int64], IntArray, FloatArray]:
-    k1, b = float(settings.k1), float(settings.b)
-
-    def parts() -> Iterable[tuple[npt.NDArray[np.int64], IntArray, FloatArray]]:
-        for f, post in enumerate(postings):
-            if weights[f] == 0.0 or post.docs.size == 0:
-                continue
-            field_idf = idf(float(stats.doc_count[f]), post.df().astype(np.float64))
-            term_of = _term_of_postings(post.indptr)
-            tf = post.tf.astype(np.float64)
-            norm = _norm(lengths[f][post.docs], float(stats.avg_length[f]), b)
-            yield (
-                term_of,
-                post.docs,
-                weights[f] * field_idf[term_of] * tf * (k1 + 1) / (tf + k1 * norm),
-            )
-
-    return _merge_rows(parts(), stats.n_docs, n_terms)
-
-
-def _bm25f_rows(
-    postings: Sequence[_Postings],
-    lengths: IntArray,
-    stats: _FieldStats,
-    weights: FloatArray,
-    settings: IndexSettings,
-    n_terms: int,
-) -> tuple[npt.NDArray[np.int64], IntArray, FloatArray]:
-    k1, b = float(settings.k1), float(settings.b)
-
-    def parts() -> Iterable[tuple[npt.NDArray[np.int64], IntArray, FloatArray]]:
-        for f, post in enumerate(postings):
-            if weights[f] == 0.0 or post.docs.size == 0:
-                continue
-            norm = _norm(lengths[f][post.docs], float(stats.avg_length[f]), b)
-            yield _term_of_postings(post.indptr), post.docs, weights[f] * post.tf / norm
-
-    indptr, docs, pseudo_tf = _merge_rows(parts(), stats.n_docs, n_terms)
-    df = np.diff(indptr).astype(np.float64)
-    term_of = _term_of_postings(indptr)
-    scores = idf(float(stats.n_docs), df)[term_of] * pseudo_tf * (k1 + 1) / (pseudo_tf + k1)
-    return indptr, docs, scores
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -413,16 +238,14 @@ class LexicalIndex:
     indptr: npt.NDArray[np.int64]
     docs: IntArray
     scores: FloatArray
-    field_postings: tuple[_Postings, ...]
+    frequencies: tuple[FieldFrequencies, ...]  # one per field
     lengths: IntArray  # (fields, docs)
-    stats: _FieldStats
-    pair_keys: npt.NDArray[np.int64] = field(default_factory=lambda: _NO_KEYS)
+    stats: FieldStats
+    pair_starts: npt.NDArray[np.int64] = field(default_factory=lambda: _NO_STARTS)
+    pair_seconds: npt.NDArray[np.int32] = field(default_factory=lambda: _NO_SECONDS)
     _bounds: Sequence[int] = field(init=False, repr=False)
     _pair_starts: Sequence[int] = field(init=False, repr=False)
     _pair_seconds: Sequence[int] = field(init=False, repr=False)
-    _pair_arrays: tuple[npt.NDArray[np.int64], npt.NDArray[np.int32]] = field(
-        init=False, repr=False
-    )
     # The C kernel's view of the arrays, made on first use; False when it cannot read them.
     _native: _kernel.Index | Literal[False] | None = field(init=False, repr=False)
 
@@ -435,53 +258,30 @@ class LexicalIndex:
         shared = not indptr.flags.writeable and indptr.dtype == np.dtype("=i8")
         bounds = np.ascontiguousarray(indptr).data.cast("B").cast("q")
         object.__setattr__(self, "_bounds", bounds if shared else indptr.tolist())
-        # Pairs sorted by (first, second): the pairs starting with term a are
-        # _pair_seconds[_pair_starts[a]:_pair_starts[a + 1]], found by bisection.
-        single, keys = len(self.vocabulary), self.pair_keys
-        firsts = keys // max(single, 1)
-        seconds = (keys - firsts * single).astype(np.int32)
-        starts = np.searchsorted(firsts, np.arange(single + 1 if keys.shape[0] else 0))
-        object.__setattr__(self, "_pair_starts", starts.tolist())
+        starts = np.ascontiguousarray(self.pair_starts, dtype=np.int64)
+        seconds = np.ascontiguousarray(self.pair_seconds, dtype=np.int32)
+        object.__setattr__(self, "_pair_starts", starts.data.cast("B").cast("q"))
         object.__setattr__(self, "_pair_seconds", seconds.data.cast("B").cast("i"))
-        object.__setattr__(self, "_pair_arrays", (starts.astype(np.int64), seconds))
         object.__setattr__(self, "_native", None)
 
-    @classmethod
-    def from_arrays(
-        cls,
-        *,
-        fields: Sequence[str],
-        settings: IndexSettings,
-        vocabulary: Mapping[str, int],
-        indptr: npt.NDArray[np.int64],
-        docs: IntArray,
-        scores: FloatArray,
-        postings: Sequence[tuple[npt.NDArray[np.int64], IntArray, IntArray]],
-        lengths: IntArray,
-        doc_count: npt.NDArray[np.int64],
-        avg_length: FloatArray,
-        pair_keys: npt.NDArray[np.int64] | None = None,
-    ) -> LexicalIndex:
-        """An index over arrays taken from a built one (e.g. a loaded snapshot); no scoring.
+    @staticmethod
+    def weights_of(settings: IndexSettings, fields: Sequence[str]) -> FloatArray:
+        """The weight of each field, in field order (0 for a field the settings omit)."""
+        return np.array([settings.field_weights.get(f, 0.0) for f in fields], np.float64)
 
-        ``postings`` holds each field's ``(indptr, docs, tf)``; ``doc_count`` and
-        ``avg_length`` are the per-field statistics. The arrays are used as they are.
-        """
-        return cls(
-            fields=tuple(fields),
-            weights=np.array([settings.field_weights.get(f, 0.0) for f in fields], np.float64),
-            k1=float(settings.k1),
-            b=float(settings.b),
-            scoring=settings.scoring,
-            vocabulary=vocabulary,
-            indptr=indptr,
-            docs=docs,
-            scores=scores,
-            field_postings=tuple(_Postings(*arrays) for arrays in postings),
-            lengths=lengths,
-            stats=_FieldStats(doc_count, avg_length, int(lengths.shape[1])),
-            pair_keys=_NO_KEYS if pair_keys is None else pair_keys,
-        )
+    @property
+    def pair_keys(self) -> npt.NDArray[np.int64]:
+        """Every indexed pair as ``first * V + second`` (V single terms), ascending."""
+        single = len(self.vocabulary)
+        if not self.pair_starts.shape[0]:
+            return np.empty(0, dtype=np.int64)
+        firsts = np.repeat(np.arange(single, dtype=np.int64), np.diff(self.pair_starts))
+        return firsts * single + self.pair_seconds
+
+    @property
+    def single_postings(self) -> int:
+        """Postings of the single-term rows (the pair rows' postings follow them)."""
+        return int(self.indptr[len(self.vocabulary)])
 
     @property
     def doc_count(self) -> int:
@@ -495,7 +295,6 @@ class LexicalIndex:
             return None
         native = self._native
         if native is None:
-            starts, seconds = self._pair_arrays
             try:
                 native = _kernel.Index(
                     self.indptr,
@@ -503,8 +302,8 @@ class LexicalIndex:
                     self.scores,
                     self.doc_count,
                     len(self.vocabulary),
-                    starts,
-                    seconds,
+                    self.pair_starts,
+                    self.pair_seconds,
                 )
             except (TypeError, ValueError):
                 native = False
@@ -570,9 +369,11 @@ class LexicalIndex:
         docs, scores = self.docs, self.scores
         if len(rows) == 1:
             lo, hi = rows[0]
+            _check_docs(docs[lo:hi], n)
             return QueryScores(n, None, docs[lo:hi], scores[lo:hi])
         doc_parts = [docs[lo:hi] for lo, hi in rows]
         all_docs = np.concatenate(doc_parts)
+        _check_docs(all_docs, n)
         all_scores = np.concatenate([scores[lo:hi] for lo, hi in rows])
         if n <= _DENSE_DOCS or all_docs.shape[0] * 8 >= n:
             dense = cast(FloatArray, np.bincount(all_docs, weights=all_scores, minlength=n))
@@ -591,7 +392,10 @@ class LexicalIndex:
         kernel, one call from words to results."""
         native = self._native or self._kernel_index()  # made on first use
         if native and _kernel.available():
-            return _kernel.top_codes(native, codes, k, skip)
+            try:
+                return _kernel.top_codes(native, codes, k, skip)
+            except _kernel.BadDocumentError:
+                raise _damaged() from None
         return self.top(self._python_ids(codes), k, skip)
 
     def top(
@@ -602,7 +406,10 @@ class LexicalIndex:
         the C kernel when it was compiled, else numpy; both give identical results."""
         native = self._kernel_index()
         if native is not None:
-            return _kernel.top_rows(native, ids, k, skip)
+            try:
+                return _kernel.top_rows(native, ids, k, skip)
+            except _kernel.BadDocumentError:
+                raise _damaged() from None
         docs, values = self._numpy_top(ids, k, skip)
         return docs.tolist(), values.tolist()
 
@@ -632,9 +439,12 @@ class LexicalIndex:
         out = dict.fromkeys(self.fields, 0.0)
         stats, k1, b = self.stats, self.k1, self.b
         for term, count in query.items():
-            tfs = np.array([_tf(post, term, doc) for post in self.field_postings], np.float64)
-            if not tfs.any():
+            lo, hi = int(self.indptr[term]), int(self.indptr[term + 1])
+            row = self.docs[lo:hi]
+            at = lo + int(np.searchsorted(row, doc))
+            if at >= hi or int(self.docs[at]) != doc:
                 continue
+            tfs = np.array([f.at(at) for f in self.frequencies], np.float64)
             hit = tfs > 0
             # Only fields holding the term contribute; an empty field's norm may be 0.
             norms = np.where(hit, 1.0 - b + b * self.lengths[:, doc] / stats.avg_length, 1.0)
@@ -643,13 +453,11 @@ class LexicalIndex:
                 pseudo = float(parts.sum())
                 if pseudo <= 0.0:  # the term occurs only in weight-0 fields
                     continue
-                row_df = float(self.indptr[term + 1] - self.indptr[term])
-                total = float(idf(float(stats.n_docs), row_df)) * pseudo * (k1 + 1) / (pseudo + k1)
+                row_idf = float(idf(float(stats.n_docs), float(hi - lo)))
+                total = row_idf * pseudo * (k1 + 1) / (pseudo + k1)
                 shares = parts / pseudo * total
             else:
-                dfs = np.array(
-                    [float(p.indptr[term + 1] - p.indptr[term]) for p in self.field_postings]
-                )
+                dfs = np.array([float(np.count_nonzero(f.span(lo, hi))) for f in self.frequencies])
                 field_idf = idf(stats.doc_count.astype(np.float64), dfs)
                 saturation = np.where(hit, tfs + k1 * norms, 1.0)
                 shares = np.where(hit, self.weights * field_idf * tfs * (k1 + 1) / saturation, 0.0)
@@ -657,8 +465,23 @@ class LexicalIndex:
                 out[name] += float(shares[f]) * count
         return out
 
+    def single_term_postings(self) -> tuple[npt.NDArray[np.int64], IntArray]:
+        """Every posting of the single-term rows as its term and its document, in row
+        order (IndexFormatError for a damaged document number); the pair rows follow."""
+        n_terms = len(self.vocabulary)
+        indptr = np.asarray(self.indptr[: n_terms + 1], dtype=np.int64)
+        docs = np.asarray(self.docs[: int(indptr[-1])], dtype=np.int64)
+        _check_docs(docs, self.doc_count)
+        return np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(indptr)), docs
 
-def _tf(post: _Postings, term: int, doc: int) -> int:
-    docs, tf = post.row(term)
-    at = int(np.searchsorted(docs, doc))
-    return int(tf[at]) if at < docs.shape[0] and int(docs[at]) == doc else 0
+    def field_row(self, f: int, term: int) -> tuple[IntArray, npt.NDArray[np.int64]]:
+        """Field ``f`` of row ``term``: the documents holding the term there and its
+        frequency in each (IndexFormatError for a damaged document number)."""
+        lo, hi = int(self.indptr[term]), int(self.indptr[term + 1])
+        docs = self.docs[lo:hi]
+        _check_docs(docs, self.doc_count)
+        tf = self.frequencies[f].span(lo, hi)
+        present = tf > 0
+        if bool(present.all()):
+            return docs, tf
+        return docs[present], tf[present]

@@ -27,7 +27,7 @@ from groundwire.config import (
     TENANT_POOL_SNAPSHOTS,
 )
 from groundwire.errors import ConfigError, KnowledgeIndexError
-from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.index.knowledge_base import KnowledgeBase, entry_name
 from groundwire.index.lexical import MaskArray
 from groundwire.index.vectors import VectorIndex
 from groundwire.model import Filter, Hit, KnowledgeEntry, Principal, Scope
@@ -38,7 +38,6 @@ __all__ = ["ScopedReader", "entry_name", "label_index", "scrub_links", "subset",
 # for as many snapshots as the tenant pools.
 _CACHE_LIMIT = TENANT_POOL_SNAPSHOTS
 _labels: dict[int, tuple[KnowledgeBase, LabelIndex]] = {}
-_flags: dict[int, tuple[KnowledgeBase, tuple[bool, bool]]] = {}
 _lock = threading.Lock()
 
 
@@ -53,39 +52,6 @@ def label_index(kb: KnowledgeBase) -> LabelIndex:
             _labels.clear()
         _labels[id(kb)] = (kb, built)
     return built
-
-
-def entry_name(entry: KnowledgeEntry) -> str:
-    """An entry as the operator's log names it (never a result)."""
-    return repr(entry.id)
-
-
-def _phrase_flags(kb: KnowledgeBase) -> tuple[bool, bool]:
-    """Whether ``kb`` was built with id and with title phrase keys, read off its phrase map.
-
-    An id (title) phrase that differs from the entry's title (id) phrase and maps to the
-    entry proves the flag; when id and title phrases coincide either flag reproduces it.
-    """
-    cached = _flags.get(id(kb))
-    if cached is not None and cached[0] is kb:
-        return cached[1]
-    exact, phrase = kb.exact_index, kb.analyzer.phrase
-    ids = titles = same = False
-    for entry in kb:
-        by_id, by_title = phrase(entry.id), phrase(entry.title)
-        if by_id == by_title:
-            same = same or entry.id in exact.get(by_id, ())
-            continue
-        ids = ids or entry.id in exact.get(by_id, ())
-        titles = titles or entry.id in exact.get(by_title, ())
-        if ids and titles:
-            break
-    flags = (ids or (same and not titles), titles)
-    with _lock:
-        if len(_flags) >= _CACHE_LIMIT:
-            _flags.clear()
-        _flags[id(kb)] = (kb, flags)
-    return flags
 
 
 _ENTRY_SLOTS: tuple[str, ...] = tuple(f.name for f in fields(KnowledgeEntry))
@@ -128,7 +94,7 @@ def subset(kb: KnowledgeBase, keep: MaskArray) -> KnowledgeBase:
         return kb
     entries = [kb.entry(doc) for doc in np.flatnonzero(keep).tolist()]
     kept = {entry.id for entry in entries}
-    exact_ids, exact_titles = _phrase_flags(kb)
+    exact_ids, exact_titles = kb.phrase_keys
     return KnowledgeBase(
         [scrub_links(entry, kept.__contains__) for entry in entries],
         kb.settings,

@@ -27,6 +27,8 @@ owner did not decide.
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -154,6 +156,19 @@ class AccessPolicy:
             line = f":{mark.line + 1}" if mark is not None else ""
             raise SourceError(f"{file}{line}: invalid YAML; fix the syntax") from exc
         return cls.from_mapping(data, str(file))
+
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of what the policy decides: its rules and default, not its file
+        name. A snapshot records it, so ``ingest --update`` knows which policy labeled it."""
+
+        def labels(value: Labels | None) -> object:
+            return None if value is None else {"tenant": value.tenant, "acl": list(value.acl)}
+
+        record = {
+            "rules": [{"paths": list(r.patterns), "labels": labels(r.labels)} for r in self.rules],
+            "default": labels(self.default),
+        }
+        return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
     def labels_for(self, path: str) -> Labels | None:
         """The labels of ``path`` (relative, ``/``-separated), or None when nothing matches."""

@@ -40,7 +40,15 @@ from groundwire.model import (
 )
 from groundwire.text import Analyzer
 
-__all__ = ["ValidationReport", "coerce_source", "content_hash", "normalize_and_validate"]
+__all__ = [
+    "ValidationReport",
+    "coerce_source",
+    "combine_digests",
+    "content_hash",
+    "content_record",
+    "entry_digest",
+    "normalize_and_validate",
+]
 
 #: Keys an authored entry may carry (file front matter, JSON/YAML, dicts).
 ENTRY_KEYS = (
@@ -130,31 +138,49 @@ def coerce_source(value: KnowledgeSource | Mapping[str, Any]) -> KnowledgeSource
     )
 
 
-def content_hash(entries: Iterable[KnowledgeEntry]) -> str:
-    """Deterministic SHA-256 of normalized entry content (order-independent)."""
+def content_record(entry: KnowledgeEntry) -> bytes:
+    """One entry's normalized content as canonical JSON: every field and the metadata."""
+    record = {
+        "id": entry.id,
+        "title": entry.title,
+        "summary": entry.summary,
+        "body": entry.body,
+        "domain": entry.domain,
+        "integrations": entry.integrations,
+        "aliases": entry.aliases,
+        "keywords": entry.keywords,
+        "related": entry.related,
+        "parent": entry.parent,
+        "kind": entry.kind,
+        "status": entry.status,
+        "version": entry.version,
+        "source_id": entry.source_id,
+        "metadata": _stable(dict(entry.metadata)),
+    }
+    return json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr).encode()
+
+
+def entry_digest(entry: KnowledgeEntry) -> bytes:
+    """SHA-256 (32 bytes) of one entry's :func:`content_record`."""
+    return hashlib.sha256(content_record(entry)).digest()
+
+
+def combine_digests(digests: Iterable[bytes]) -> str:
+    """The content hash of entries given their :func:`entry_digest` values in id order."""
     digest = hashlib.sha256()
-    for entry in sorted(entries, key=lambda e: e.id):
-        record = {
-            "id": entry.id,
-            "title": entry.title,
-            "summary": entry.summary,
-            "body": entry.body,
-            "domain": entry.domain,
-            "integrations": entry.integrations,
-            "aliases": entry.aliases,
-            "keywords": entry.keywords,
-            "related": entry.related,
-            "parent": entry.parent,
-            "kind": entry.kind,
-            "status": entry.status,
-            "version": entry.version,
-            "source_id": entry.source_id,
-            "metadata": _stable(dict(entry.metadata)),
-        }
-        encoded = json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr)
-        digest.update(encoded.encode())
-        digest.update(b"\n")
+    for item in digests:
+        digest.update(item)
     return digest.hexdigest()
+
+
+def content_hash(entries: Iterable[KnowledgeEntry]) -> str:
+    """Deterministic SHA-256 of normalized entry content (order-independent).
+
+    The hash of every entry's :func:`entry_digest` in id order, so a snapshot that stores
+    the per-entry digests recomputes it after an incremental update without re-reading
+    unchanged entries.
+    """
+    return combine_digests(entry_digest(e) for e in sorted(entries, key=lambda e: e.id))
 
 
 def _stable(value: Any) -> Any:

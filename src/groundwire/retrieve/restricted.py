@@ -13,7 +13,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from groundwire.index.lexical import FloatArray, IntArray, LexicalIndex, MaskArray, idf
+from groundwire.index.lexical import (
+    FieldStats,
+    FloatArray,
+    IntArray,
+    LexicalIndex,
+    MaskArray,
+    idf,
+    norm,
+)
 
 __all__ = ["restricted_noise", "restricted_scores"]
 
@@ -41,11 +49,11 @@ def _term_row(
     k1, b = index.k1, index.b
     bm25f = index.scoring == "bm25f"
     parts: list[tuple[IntArray, FloatArray]] = []
-    for f, post in enumerate(index.field_postings):
+    for f in range(len(index.fields)):
         weight = index.weights[f]
         if weight == 0.0:
             continue
-        docs, tf = post.row(term)
+        docs, tf = index.field_row(f, term)
         keep = allowed[docs]
         docs, tf = docs[keep], tf[keep]
         if docs.shape[0] == 0:
@@ -103,33 +111,33 @@ def restricted_noise(index: LexicalIndex, allowed: MaskArray, quantile: float) -
     One vectorized pass over every field's postings, as the build scores them.
     """
     n_terms = len(index.vocabulary)  # single terms only (term pairs follow them)
-    kept = index.lengths[:, allowed]
-    field_docs = (kept > 0).sum(axis=1).astype(np.int64)
-    totals = kept.sum(axis=1, dtype=np.int64)
-    avg = np.divide(
-        totals, field_docs, out=np.ones(len(totals), dtype=np.float64), where=field_docs > 0
-    )
+    stats = FieldStats.of(index.lengths[:, allowed])
+    field_docs, avg = stats.doc_count, stats.avg_length
     k1, b, width = index.k1, index.b, max(index.doc_count, 1)
+    rows, row_docs = index.single_term_postings()
+    visible = allowed[row_docs]
     keys: list[IntArray] = []
     values: list[FloatArray] = []
-    for f, post in enumerate(index.field_postings):
+    for f in range(len(index.fields)):
         weight = index.weights[f]
-        if weight == 0.0 or post.docs.size == 0:
+        if weight == 0.0:
             continue
-        single = int(post.indptr[min(n_terms, len(post.indptr) - 1)])
-        term_of = np.repeat(
-            np.arange(len(post.indptr) - 1, dtype=np.int64), np.diff(post.indptr)
-        )[:single]
-        docs, tf = post.docs[:single], post.tf[:single].astype(np.float64)
-        keep = allowed[docs]
-        term_of, docs, tf = term_of[keep], docs[keep], tf[keep]
-        norm = 1.0 - b + b * index.lengths[f][docs].astype(np.float64) / avg[f]
+        tf_all = index.frequencies[f].span(0, rows.shape[0])
+        keep = visible & (tf_all > 0)
+        term_of, docs, tf = rows[keep], row_docs[keep], tf_all[keep].astype(np.float64)
+        if not docs.size:
+            continue
+        length_norm = norm(index.lengths[f][docs], avg[f], b)
         if index.scoring == "bm25f":
-            values.append(weight * tf / norm)
+            values.append(weight * tf / length_norm)
         else:
             df = np.bincount(term_of, minlength=n_terms).astype(np.float64)
             values.append(
-                weight * idf(float(field_docs[f]), df)[term_of] * tf * (k1 + 1) / (tf + k1 * norm)
+                weight
+                * idf(float(field_docs[f]), df)[term_of]
+                * tf
+                * (k1 + 1)
+                / (tf + k1 * length_norm)
             )
         keys.append(term_of * width + docs)
     if not keys or not np.concatenate(keys).size:

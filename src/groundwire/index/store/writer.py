@@ -1,35 +1,4 @@
-"""Persistent snapshots: save a KnowledgeBase once, open it in milliseconds, trust it.
-
-Format version 1 is a folder::
-
-    manifest.json                      magic, format version, settings, counts, hashes, files
-    lexical.indptr.<sha12>.npy         int64 (rows+1)    BM25 score rows (CSR) ...
-    lexical.docs.<sha12>.npy           int32 (postings)  ... their documents, ascending per row
-    lexical.scores.<sha12>.npy         float64           ... and precomputed scores
-    lexical.lengths.<sha12>.npy        int32 (fields, entries) field lengths
-    lexical.field_doc_count / lexical.field_avg_length   per-field statistics
-    lexical.pair_keys.<sha12>.npy      int64 (pairs)     adjacent-term pairs (first*terms+second);
-                                       rows are the terms, then one per pair
-    postings.<f>.{indptr,docs,tf}.<sha12>.npy             per-field postings (explain)
-    terms.bytes.<sha12>.bin + terms.offsets .npy          vocabulary by term id (UTF-8 blob)
-    terms.keys / terms.order .npy                         its hash index (see format.py)
-    ids.bytes.<sha12>.bin + ids.offsets .npy              entry ids, sorted (code point)
-    entries.<sha12>.jsonl + entries.offsets .npy          one JSON entry per line, id order
-    exact.* / alias.*                  phrase → positions (keys blob, offsets, CSR)
-    relations.indptr / relations.targets .npy            related then parent positions
-    active / universal / domain_codes / integration_masks .npy   eligibility masks
-    labels.<sha12>.json                domain and integration names (index = code/row)
-    issues.<sha12>.json                the validation warnings of the build
-
-``manifest.json`` (magic first, then ``format_version``, the writer, the index
-settings with the full analyzer configuration, an analyzer fingerprint, the field
-order, counts, ``source_manifest_hash`` = the content hash of the entries as in
-``ingest.validate.content_hash``) records per file its name, SHA-256 and byte size
-(and dtype and shape of arrays); a ``manifest_sha256`` over its own canonical JSON
-catches a damaged manifest. File names carry their content hash, so a manifest can
-only ever refer to the bytes it was written with. Nothing is pickled: JSON, and
-``.npy`` with plain little-endian dtypes. Saving the same knowledge base twice gives
-byte-identical files (no timestamps; phrase keys sorted).
+"""Saving a knowledge base as a snapshot folder (format version 2; see ``docs/INDEX.md``).
 
 Writing (see ``storage.py``). A new snapshot is written into a private temporary
 sibling ``.<name>.tmp-XXXX/`` (0700; files 0600, ``O_EXCL``, fsynced; then the
@@ -45,22 +14,12 @@ What a concurrent reader sees: the old manifest with all of its files, or the ne
 with all of its files, never a mix (every file is opened relative to one folder
 descriptor and checked against the manifest read). A reader that read the old
 manifest just before the swap and then finds one of its files deleted re-reads the
-manifest and opens the new snapshot (``_ATTEMPTS``); mapped files stay valid after
-deletion, so a loaded snapshot keeps serving. A writer killed at any point leaves the
-previous manifest and its files in place; the next save cleans up after it.
+manifest and opens the new snapshot; mapped files stay valid after deletion, so a
+loaded snapshot keeps serving. A writer killed at any point leaves the previous
+manifest and its files in place; the next save cleans up after it.
 
-Reading is ``reader.py``; the manifest and its checks are ``manifest.py``; the byte
-encodings are ``format.py``; folders, locks and mappings are ``storage.py``.
-
-Verification on load. ``verify="full"`` (default) hashes every file (SHA-256, ~1 GB/s
-per core, threads in parallel) and checks every bound (CSR pointers monotone, ids in
-range and ascending per row, scores positive and finite, statistics equal to those of
-the lengths, entry ids strictly increasing, masks 0/1): O(bytes), ~70 ms for SciFact
-(49 MiB) and ~4 s for 1M documents (2.9 GiB), over 20x faster than building them.
-``verify="manifest"`` checks the manifest, file names, exact sizes, array headers,
-counts and constant-time bounds only (milliseconds at any size): for a snapshot that
-was verified once (``groundwire validate``) on storage only trusted writers reach. It
-does not detect a flipped bit inside an array. Neither mode executes anything it reads.
+Saving the same knowledge base twice gives byte-identical files (no timestamps; phrase
+keys sorted), and a loaded snapshot saves the bytes it was read from.
 """
 
 from __future__ import annotations
@@ -76,51 +35,41 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.config import MAX_SNAPSHOT_JSON_DEPTH
 from groundwire.errors import IndexFormatError, KnowledgeIndexError
-from groundwire.index import storage
-from groundwire.index.format import (
+from groundwire.index.lexical import LexicalIndex
+from groundwire.index.parts import Parts, SnapshotSection, known_sections
+from groundwire.index.store import storage
+from groundwire.index.store.codecs import (
     HashedStrings,
+    check_json_depth,
     encode_entry,
     encode_strings,
     hash_keys,
     npy_header,
     sort_keys,
 )
-from groundwire.index.knowledge_base import KnowledgeBase, Parts
-from groundwire.index.lexical import LexicalIndex
-from groundwire.index.manifest import (
+from groundwire.index.store.layout import (
     BOOL,
+    DIGEST,
     F8,
     FORMAT_VERSION,
     I4,
     I8,
     MAGIC,
+    U1,
     U8,
     analyzer_fingerprint,
     canonical,
     settings_json,
 )
-from groundwire.index.reader import (
-    DEFAULT_MAX_ARRAY_BYTES,
-    DEFAULT_MAX_MANIFEST_BYTES,
-    LazyEntries,
-    SortedIds,
-    is_snapshot,
-    load_snapshot,
-)
-from groundwire.ingest.validate import content_hash
+from groundwire.index.store.reader import load_parts
+from groundwire.index.store.views import SortedIds
+from groundwire.ingest.validate import combine_digests, entry_digest
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
 
-__all__ = [
-    "DEFAULT_MAX_ARRAY_BYTES",
-    "DEFAULT_MAX_MANIFEST_BYTES",
-    "FORMAT_VERSION",
-    "MAGIC",
-    "is_snapshot",
-    "load_snapshot",
-    "save_snapshot",
-]
+__all__ = ["save_parts"]
 
 
 def _writer() -> str:
@@ -153,11 +102,11 @@ def _strings(logical: str, strings: Sequence[str]) -> list[storage.Payload]:
     return [_blob(f"{logical}.bytes", blob), _array(f"{logical}.offsets", offsets, I8)]
 
 
-def _csr(logical: str, rows: Sequence[Sequence[int]], what: str = "docs") -> list[storage.Payload]:
+def _csr(logical: str, rows: Sequence[Sequence[int]]) -> list[storage.Payload]:
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)), out=indptr[1:])
     values = np.fromiter((v for row in rows for v in row), np.int32, int(indptr[-1]))
-    return [_array(f"{logical}.indptr", indptr, I8), _array(f"{logical}.{what}", values, I4)]
+    return [_array(f"{logical}.indptr", indptr, I8), _array(f"{logical}.docs", values, I4)]
 
 
 def _vocabulary(lexical: LexicalIndex) -> list[storage.Payload]:
@@ -185,16 +134,28 @@ def _vocabulary(lexical: LexicalIndex) -> list[storage.Payload]:
     ]
 
 
-def _entries(entries: Sequence[KnowledgeEntry]) -> list[storage.Payload]:
-    if isinstance(entries, LazyEntries):  # a loaded snapshot: the bytes are final
-        return [
-            _blob("entries", entries.blob, "jsonl"),
-            _array("entries.offsets", entries.offsets, I8),
-        ]
-    lines = [encode_entry(entry) + b"\n" for entry in entries]
-    offsets = np.zeros(len(lines) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)), out=offsets[1:])
-    return [_blob("entries", b"".join(lines), "jsonl"), _array("entries.offsets", offsets, I8)]
+def _entries(
+    entries: Sequence[KnowledgeEntry], digests: npt.NDArray[np.uint8] | None
+) -> tuple[list[storage.Payload], npt.NDArray[np.uint8]]:
+    if digests is None:
+        digests = np.frombuffer(b"".join(map(entry_digest, entries)), np.uint8)
+    digests = np.asarray(digests, dtype=np.uint8).reshape(len(entries), 32)
+    blob: Any
+    encoded = getattr(entries, "encoded", None)  # a loaded (or updated) snapshot's lines
+    stored = encoded() if encoded is not None else None
+    if stored is not None:
+        blob, offsets = stored
+    else:
+        lines = [encode_entry(entry) + b"\n" for entry in entries]
+        offsets = np.zeros(len(lines) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)), out=offsets[1:])
+        blob = b"".join(lines)
+    payloads = [
+        _blob("entries", blob, "jsonl"),
+        _array("entries.offsets", offsets, I8),
+        _array("entries.digests", digests, U1),
+    ]
+    return payloads, digests
 
 
 def _phrases(logical: str, index: Mapping[str, tuple[int, ...]]) -> list[storage.Payload]:
@@ -202,87 +163,164 @@ def _phrases(logical: str, index: Mapping[str, tuple[int, ...]]) -> list[storage
     return [*_strings(f"{logical}.keys", keys), *_csr(logical, [index[k] for k in keys])]
 
 
-def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
-    """The manifest (without its file table) and every file of a knowledge base."""
-    lexical, n = parts.lexical, len(parts.entries)
-    if n >= 2**31 or len(lexical.vocabulary) + lexical.pair_keys.shape[0] >= 2**31:
-        raise KnowledgeIndexError("snapshots hold fewer than 2**31 entries and terms")
-    ids = list(parts.positions) if isinstance(parts.positions, SortedIds) else None
-    ids = ids if ids is not None else [entry.id for entry in parts.entries]
+def _links(entries: Sequence[KnowledgeEntry]) -> tuple[list[storage.Payload], int]:
+    """Each entry's related then parent ids (duplicates and itself dropped), unresolved:
+    loading keeps those that exist."""
+    rows = [
+        [i for i in dict.fromkeys([*e.related, *([e.parent] if e.parent else [])]) if i != e.id]
+        for e in entries
+    ]
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)), out=indptr[1:])
+    flat = [i for row in rows for i in row]
+    return [_array("links.indptr", indptr, I8), *_strings("links", flat)], len(flat)
+
+
+def _lexical(lexical: LexicalIndex) -> list[storage.Payload]:
     payloads = [
         _array("lexical.indptr", lexical.indptr, I8),
         _array("lexical.docs", lexical.docs, I4),
         _array("lexical.scores", lexical.scores, F8),
         _array("lexical.lengths", lexical.lengths, I4),
-        _array("lexical.field_doc_count", lexical.stats.doc_count, I8),
-        _array("lexical.field_avg_length", lexical.stats.avg_length, F8),
-        _array("lexical.pair_keys", lexical.pair_keys, I8),
+        _array("lexical.pair_starts", lexical.pair_starts, I8),
+        _array("lexical.pair_seconds", lexical.pair_seconds, I4),
     ]
-    for f, post in enumerate(lexical.field_postings):
+    for f, freq in enumerate(lexical.frequencies):
         payloads += [
-            _array(f"postings.{f}.indptr", post.indptr, I8),
-            _array(f"postings.{f}.docs", post.docs, I4),
-            _array(f"postings.{f}.tf", post.tf, I4),
+            _array(f"tf.{f}.counts", freq.counts, U1),
+            _array(f"tf.{f}.overflow_at", freq.overflow_at, I8),
+            _array(f"tf.{f}.overflow_tf", freq.overflow_tf, I8),
         ]
-    payloads += _vocabulary(lexical)
-    payloads += _strings("ids", ids)
-    payloads += _entries(parts.entries)
-    payloads += _phrases("exact", parts.exact_index)
-    payloads += _phrases("alias", parts.alias_index)
-    position = parts.positions
-    relation_rows: list[list[int]] = [[] for _ in range(n)] if parts.relations else []
-    for entry_id, targets in parts.relations.items():
-        relation_rows[position[entry_id]] = [position[t] for t in targets]
-    payloads += (
-        _csr("relations", relation_rows, "targets")
-        if relation_rows
-        else [
-            _array("relations.indptr", np.zeros(n + 1, np.int64), I8),
-            _array("relations.targets", np.zeros(0, np.int32), I4),
-        ]
-    )
+    return payloads
+
+
+def _section(section: SnapshotSection) -> tuple[dict[str, Any], list[storage.Payload]]:
+    if section.required and section.name not in known_sections():
+        raise KnowledgeIndexError(
+            f"section {section.name!r} is required but not registered: call "
+            "register_section() in the code that reads it, or make it optional"
+        )
+    meta = dict(section.meta)
+    try:
+        check_json_depth(canonical(meta), MAX_SNAPSHOT_JSON_DEPTH - 4, "")
+    except (IndexFormatError, TypeError, ValueError, RecursionError) as exc:
+        raise KnowledgeIndexError(
+            f"section {section.name!r}: meta must be JSON of at most "
+            f"{MAX_SNAPSHOT_JSON_DEPTH - 4} levels ({exc})"
+        ) from None
+    payloads = [
+        _array(f"section.{section.name}.{key}", array, array.dtype.str)
+        for key, array in sorted(section.arrays.items())
+    ]
+    return {"required": section.required, "meta": meta}, payloads
+
+
+def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
+    """The manifest (without its file tables) and every file of a knowledge base."""
+    lexical, n = parts.lexical, len(parts.entries)
+    pairs = int(lexical.pair_seconds.shape[0])
+    if n >= 2**31 or len(lexical.vocabulary) + pairs >= 2**31:
+        raise KnowledgeIndexError("snapshots hold fewer than 2**31 entries and terms")
+    ids = list(parts.positions) if isinstance(parts.positions, SortedIds) else None
+    ids = ids if ids is not None else [entry.id for entry in parts.entries]
+    entry_files, digests = _entries(parts.entries, parts.digests)
+    link_files, links = _links(parts.entries)
+    segment = [
+        *_lexical(lexical),
+        *_vocabulary(lexical),
+        *_strings("ids", ids),
+        *entry_files,
+        *link_files,
+        *_phrases("exact", parts.exact_index),
+        *_phrases("alias", parts.alias_index),
+    ]
     domains = sorted(parts.domains, key=lambda name: parts.domains[name])
     integrations = sorted(parts.integration_masks)
     masks = np.zeros((len(integrations), n), dtype=bool)
     for row, name in enumerate(integrations):
         masks[row] = parts.integration_masks[name]
-    payloads += [
+    segment += [
         _array("active", parts.active, BOOL),
         _array("universal", parts.universal, BOOL),
         _array("domain_codes", parts.domain_codes, I4),
         _array("integration_masks", masks, BOOL),
+    ]
+    sections: dict[str, Any] = {}
+    section_files: dict[str, list[storage.Payload]] = {}
+    for name in sorted(parts.sections):
+        sections[name], section_files[name] = _section(parts.sections[name])
+    top = [
         _json("labels", {"domains": domains, "integrations": integrations}),
         _json("issues", [dataclasses.asdict(issue) for issue in parts.issues]),
     ]
+    lengths = lexical.lengths
     body = {
         "magic": MAGIC,
         "format_version": FORMAT_VERSION,
         "writer": _writer(),
+        "features": [],
+        "digest": DIGEST,
         "settings": settings_json(parts.settings),
         "analyzer_fingerprint": analyzer_fingerprint(Analyzer(parts.settings.analyzer)),
         "fields": list(lexical.fields),
         "counts": {
             "entries": n,
-            "terms": len(lexical.vocabulary),
-            "pairs": int(lexical.pair_keys.shape[0]),
-            "postings": int(lexical.docs.shape[0]),
-            "fields": len(lexical.fields),
-            "exact_phrases": len(parts.exact_index),
-            "alias_phrases": len(parts.alias_index),
-            "relations": sum(len(t) for t in parts.relations.values()),
+            "segments": 1,
             "domains": len(domains),
             "integrations": len(integrations),
             "issues": len(parts.issues),
         },
-        "source_manifest_hash": content_hash(parts.entries),
+        "source_manifest_hash": combine_digests(bytes(row) for row in digests),
+        "phrases": {"ids": parts.phrase_keys[0], "titles": parts.phrase_keys[1]},
+        "sections": sections,
+        "segments": [
+            {
+                "counts": {
+                    "entries": n,
+                    "terms": len(lexical.vocabulary),
+                    "pairs": pairs,
+                    "postings": int(lexical.docs.shape[0]),
+                    "exact_phrases": len(parts.exact_index),
+                    "alias_phrases": len(parts.alias_index),
+                    "links": links,
+                },
+                "stats": {
+                    "field_docs": (lengths > 0).sum(axis=1).tolist(),
+                    "field_lengths": lengths.sum(axis=1, dtype=np.int64).tolist(),
+                },
+            }
+        ],
+    }
+    payloads = [*top, *segment, *(p for ps in section_files.values() for p in ps)]
+    body["_layout"] = {
+        "top": [p.logical for p in top],
+        "segment": [p.logical for p in segment],
+        "sections": {name: [p.logical for p in ps] for name, ps in section_files.items()},
     }
     return body, payloads
 
 
 def _manifest_bytes(body: dict[str, Any], files: dict[str, Any]) -> bytes:
-    manifest = {**body, "files": files}
+    """The manifest: ``files`` (logical → record) placed into its tables, self-hashed."""
+    manifest = {k: v for k, v in body.items() if k != "_layout"}
+    layout = body["_layout"]
+    manifest["files"] = {name: _digest_record(files[name]) for name in layout["top"]}
+    segment = dict(manifest["segments"][0])
+    segment["files"] = {name: _digest_record(files[name]) for name in layout["segment"]}
+    segment["sections"] = {
+        section: {"files": {name.rsplit(".", 1)[1]: _digest_record(files[name]) for name in names}}
+        for section, names in layout["sections"].items()
+    }
+    manifest["segments"] = [segment]
     manifest["manifest_sha256"] = hashlib.sha256(canonical(manifest)).hexdigest()
     return (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode()
+
+
+def _digest_record(item: dict[str, Any]) -> dict[str, Any]:
+    record = {"file": item["file"], "digest": item["sha256"], "bytes": item["bytes"]}
+    if "dtype" in item:
+        record["dtype"], record["shape"] = item["dtype"], item["shape"]
+    return record
 
 
 # -- saving -------------------------------------------------------------------------------------
@@ -307,15 +345,16 @@ def _check_target(path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def save_snapshot(kb: KnowledgeBase, path: str | os.PathLike[str]) -> None:
-    """Write ``kb`` to the folder ``path`` atomically; an existing snapshot is replaced.
+def save_parts(parts: Parts, path: str | os.PathLike[str]) -> None:
+    """Write a knowledge base to the folder ``path`` atomically; an existing snapshot is
+    replaced.
 
     Files are written and fsynced in a private temporary folder, verified by opening
     them (full checks), then installed (see the module docstring). A failure at any
     point leaves the previous snapshot as it was. Raises IndexFormatError.
     """
     target = _check_target(path)
-    body, payloads = _encode(kb._parts())
+    body, payloads = _encode(parts)
     try:
         if not target.exists() and _create(target, body, payloads):
             return
@@ -331,7 +370,7 @@ def _prepare(temp: Path, body: dict[str, Any], payloads: Sequence[storage.Payloa
     """Write files and manifest into ``temp``, then verify them as a reader would."""
     files = storage.write_files(temp, payloads)
     storage.write_manifest(temp, _manifest_bytes(body, files))
-    load_snapshot(temp, verify="full")
+    load_parts(temp, verify="full")
     return {item["file"] for item in files.values()}
 
 

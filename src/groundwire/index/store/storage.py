@@ -292,19 +292,33 @@ def open_dir(path: Path) -> int:
         raise IndexFormatError(f"{path}: not a snapshot folder ({exc.strerror})") from exc
 
 
-def _open_regular(dir_fd: int, name: str, where: str) -> tuple[int, int]:
-    """Open ``name`` relative to ``dir_fd``: (fd, size). FileNotFoundError propagates."""
-    fd = os.open(name, os.O_RDONLY | _O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+def identity_of(info: os.stat_result) -> tuple[int, int, int, int, int]:
+    """A file's identity: device, inode, size, modification and change times (ns)."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _open_regular(dir_fd: int, name: str, where: str) -> tuple[int, os.stat_result]:
+    """Open ``name`` relative to ``dir_fd``: (fd, size). FileNotFoundError propagates.
+
+    Opened non-blocking, so a FIFO (or device) put in a file's place is refused at once
+    instead of waiting forever for a writer; a regular file reads the same either way.
+    """
+    fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise IndexFormatError(f"{where}: {name} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
         os.close(fd)
-        raise IndexFormatError(f"{where}: {name} is not a regular file")
-    return fd, info.st_size
+        raise
+    return fd, info
 
 
 def read_small(dir_fd: int, name: str, limit: int, where: str) -> bytes:
     """The bytes of a small file (``manifest.json``), refusing more than ``limit`` bytes."""
-    fd, size = _open_regular(dir_fd, name, where)
+    fd, info = _open_regular(dir_fd, name, where)
+    size = info.st_size
     try:
         if size > limit:
             raise IndexFormatError(
@@ -334,11 +348,16 @@ def sha256_fd(fd: int) -> str:
 
 @dataclass
 class OpenedFile:
-    """One snapshot file opened for reading (size checked); close after mapping."""
+    """One snapshot file opened for reading (size checked); close after mapping.
+
+    ``identity`` is (device, inode, size, mtime ns, ctime ns) when opened: any write to
+    the file through the file system changes it (see ``reader.py``'s verdict cache).
+    """
 
     name: str
     fd: int
     size: int
+    identity: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
 
     def close(self) -> None:
         """Close the descriptor (a mapping made from it stays valid)."""
@@ -347,7 +366,8 @@ class OpenedFile:
 
 def open_file(dir_fd: int, name: str, size: int, limit: int, where: str) -> OpenedFile:
     """Open a listed file and check its exact size and the per-file limit."""
-    fd, actual = _open_regular(dir_fd, name, where)
+    fd, info = _open_regular(dir_fd, name, where)
+    actual = info.st_size
     if actual != size or actual > limit:
         os.close(fd)
         if actual > limit:
@@ -358,7 +378,7 @@ def open_file(dir_fd: int, name: str, size: int, limit: int, where: str) -> Open
             f"{where}: {name} has {actual:,} bytes, the manifest says {size:,} "
             "(truncated or replaced); rebuild the snapshot"
         )
-    return OpenedFile(name, fd, actual)
+    return OpenedFile(name, fd, actual, identity_of(info))
 
 
 def _npy_header(opened: OpenedFile, where: str, dtype: str) -> tuple[tuple[int, ...], int]:

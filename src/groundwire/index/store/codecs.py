@@ -23,6 +23,7 @@ import datetime as dt
 import io
 import json
 import math
+import re
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -30,12 +31,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.config import MAX_SNAPSHOT_JSON_DEPTH
 from groundwire.errors import IndexFormatError, KnowledgeIndexError
 from groundwire.model import KnowledgeEntry
 
 __all__ = [
     "HashedStrings",
     "StringTable",
+    "check_json_depth",
     "decode_entry",
     "encode_entry",
     "encode_strings",
@@ -54,6 +57,39 @@ _LOOKUP_CACHE = 65_536
 #: Strings hashed per vectorized chunk: bounds the temporary memory of hash_keys.
 _HASH_CHUNK_BYTES = 1 << 22
 _TAG = "$gw"
+
+
+# -- JSON nesting -------------------------------------------------------------------------------
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_OPENERS = frozenset(b"[{")
+
+
+def check_json_depth(data: bytes, limit: int, where: str) -> None:
+    """Refuse JSON whose arrays/objects nest deeper than ``limit`` (before decoding it).
+
+    The decoder recurses once per level and fails with a RecursionError past the
+    interpreter's limit; this scan is linear and never recurses. Brackets inside string
+    literals do not count. Malformed JSON is left for the decoder to report.
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:  # cannot nest deeper: no scan
+        return
+    shape = _JSON_STRING.sub(b"", data).translate(None, b" \t\r\n,:0123456789")
+    codes = np.frombuffer(shape, dtype=np.uint8)
+    steps = np.isin(codes, list(_OPENERS)).astype(np.int64) - np.isin(codes, list(b"]}"))
+    if steps.size and int(np.cumsum(steps).max()) > limit:
+        raise IndexFormatError(
+            f"{where}: JSON nested deeper than {limit} levels; groundwire never writes "
+            "such a file, so it was damaged or crafted: rebuild the snapshot"
+        )
+
+
+def loads_bounded(data: bytes, where: str, limit: int = MAX_SNAPSHOT_JSON_DEPTH) -> Any:
+    """``json.loads`` of snapshot bytes with the nesting bound; IndexFormatError otherwise."""
+    check_json_depth(data, limit, where)
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise IndexFormatError(f"{where}: not valid JSON ({exc})") from exc
 
 
 # -- string tables ------------------------------------------------------------------------------
@@ -367,21 +403,29 @@ def encode_entry(entry: KnowledgeEntry) -> bytes:
         record[name] = list(getattr(entry, name))
     record["parent"] = entry.parent
     record["source_id"] = entry.source_id
-    record["metadata"] = _encode_value(dict(entry.metadata), f"entry {entry.id!r} metadata")
+    too_deep = KnowledgeIndexError(
+        f"entry {entry.id!r}: metadata nests deeper than {MAX_SNAPSHOT_JSON_DEPTH - 2} levels, "
+        "more than a snapshot stores; flatten it"
+    )
     try:
-        return _ENCODE(record).encode("utf-8")
+        record["metadata"] = _encode_value(dict(entry.metadata), f"entry {entry.id!r} metadata")
+        data = _ENCODE(record).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise KnowledgeIndexError(
             f"entry {entry.id!r} holds a lone surrogate ({exc.reason}); snapshots store UTF-8"
         ) from exc
+    except RecursionError:
+        raise too_deep from None
+    try:  # what is written must be readable: the reader bounds nesting the same way
+        check_json_depth(data, MAX_SNAPSHOT_JSON_DEPTH, "")
+    except IndexFormatError:
+        raise too_deep from None
+    return data
 
 
 def decode_entry(data: bytes, where: str) -> KnowledgeEntry:
     """An entry from :func:`encode_entry` bytes; every field's type is checked."""
-    try:
-        record = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IndexFormatError(f"{where}: not a JSON object ({exc})") from exc
+    record = loads_bounded(data, where)
     if not isinstance(record, dict):
         raise IndexFormatError(f"{where}: not a JSON object")
     fields: dict[str, Any] = {}

@@ -1,0 +1,75 @@
+"""The C ABI of the query kernel (``_kernel.c``): the ``gw_query`` struct and entry points.
+
+``_kernel.py`` loads the library and drives it; this module only describes it, so a
+change of a signature or of the struct is one place to edit (and ``GW_ABI_VERSION``
+in the C source to bump).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+__all__ = ["ABI_VERSION", "Library", "Query", "function"]
+
+ABI_VERSION = 2  # GW_ABI_VERSION in _kernel.c
+_P, _I64, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+_F64P = ctypes.POINTER(ctypes.c_double)
+
+
+class Query(ctypes.Structure):
+    """``gw_query`` in _kernel.c, field for field."""
+
+    _fields_: ClassVar[list[tuple[str, Any]]] = [
+        ("lo", _P),
+        ("hi", _P),
+        ("n_rows", _I64),
+        ("docs", _P),
+        ("wide", _I64),
+        ("scores", _P),
+        ("n_postings", _I64),
+        ("n_docs", _I64),
+        ("acc", _P),
+        ("seen", _P),
+        ("touched", _P),
+        ("excluded", _P),
+        ("k", _I64),
+        ("out_docs", _P),
+        ("out_scores", _P),
+        ("indptr", _P),
+        ("n_terms", _I64),
+        ("pair_starts", _P),
+        ("pair_seconds", _P),
+        ("n_single", _I64),
+        ("n_pairs", _I64),
+        ("codes", _P),
+        ("n_codes", _I64),
+        ("rows", _P),
+        ("row_lo", _P),
+        ("row_hi", _P),
+        ("capacity", _I64),
+    ]
+
+
+class Library:
+    """The loaded library's entry points."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        version = function(lib, "gw_abi_version", [], _I64)()
+        if version != ABI_VERSION:
+            raise OSError(f"ABI version {version}, expected {ABI_VERSION}: reinstall groundwire")
+        self.topk = function(lib, "gw_query_topk", [_P], _I64)
+        self.score_of = function(lib, "gw_query_score_of", [_P, _I64], _F64)
+        self.rows_topk = function(lib, "gw_query_rows_topk", [_P], _I64)
+        self.codes_topk = function(lib, "gw_query_codes_topk", [_P], _I64)
+        self.resolve = function(lib, "gw_query_resolve", [_P], _I64)
+        self.rows_score_of = function(lib, "gw_query_rows_score_of", [_P, _I64, _F64P], _I64)
+        self.lib = lib
+
+
+def function(lib: ctypes.CDLL, name: str, args: list[Any], result: Any) -> Callable[..., Any]:
+    function = getattr(lib, name)
+    function.argtypes = args
+    function.restype = result
+    return function  # type: ignore[no-any-return]

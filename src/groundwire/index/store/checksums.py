@@ -1,0 +1,116 @@
+"""File checksums for loads: hashed on background threads, verdicts remembered per process.
+
+hashlib releases the GIL, so files are hashed on a small shared pool while the loader
+maps them and checks their bounds. A file's verdict is remembered per process by its
+identity (device, inode, size, mtime and ctime in ns) and its digest: snapshot files
+are content-addressed and never rewritten, and any write through the file system changes
+the mtime and the ctime (which no user call can set back), so a file with the same
+identity holds the bytes that were hashed. Reloading a snapshot (an engine's reload, a
+forked worker, a second process's load is *not* covered: the cache is in memory)
+therefore hashes only files it has not verified. What this cannot see is damage below
+the file system (a failing disk) after the first verification, which a mapped file being
+served would not notice either.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from groundwire.errors import IndexFormatError
+from groundwire.index.store import storage
+from groundwire.index.store.layout import TableEntry
+
+__all__ = ["Table", "check", "forget_verdicts", "hash_all"]
+
+#: Hash in background threads (overlapping the bounds checks) past this many bytes;
+#: below it, starting threads costs more than it saves.
+_PARALLEL_HASH_BYTES = 1024 * 1024
+#: One hashing thread per core, at most 4: more threads only fight over the GIL.
+_HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
+#: File verdicts remembered per process (a few snapshots' worth of files).
+_VERDICTS_LIMIT = 4096
+Table = dict[str, TableEntry]
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+_VERDICTS: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+_VERDICTS_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The hashing threads, started once per process (starting them costs ~ms per load)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(_HASH_THREADS, thread_name_prefix="groundwire-sha256")
+        return _POOL
+
+
+def _forget_pool() -> None:
+    # A forked child (a server preloading, then forking workers) has none of the
+    # parent's threads: it starts its own pool on its next load.
+    global _POOL, _POOL_LOCK, _VERDICTS_LOCK
+    _POOL, _POOL_LOCK, _VERDICTS_LOCK = None, threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _verified(item: storage.OpenedFile, digest: str) -> bool:
+    with _VERDICTS_LOCK:
+        return (*item.identity, digest) in _VERDICTS
+
+
+def _remember(item: storage.OpenedFile, digest: str) -> None:
+    # The identity is re-read after hashing: a write during it would have changed it.
+    if storage.identity_of(os.fstat(item.fd)) != item.identity:
+        return
+    with _VERDICTS_LOCK:
+        _VERDICTS[(*item.identity, digest)] = None
+        while len(_VERDICTS) > _VERDICTS_LIMIT:
+            _VERDICTS.popitem(last=False)
+
+
+def forget_verdicts() -> None:
+    """Forget every remembered file verdict (the next full load hashes everything)."""
+    with _VERDICTS_LOCK:
+        _VERDICTS.clear()
+
+
+def hash_all(opened: dict[str, storage.OpenedFile], table: Table) -> dict[str, Future[str]]:
+    """Start hashing every file not verified before, largest first, on the shared threads
+    (or inline when there is little to hash)."""
+    items = sorted(
+        ((k, v) for k, v in opened.items() if not _verified(v, table[k][1])),
+        key=lambda item: -item[1].size,
+    )
+    if sum(item.size for _, item in items) <= _PARALLEL_HASH_BYTES:
+        done: dict[str, Future[str]] = {}
+        for logical, item in items:
+            done[logical] = Future()
+            done[logical].set_result(storage.sha256_fd(item.fd))
+        return done
+    pool = _pool()
+    return {logical: pool.submit(storage.sha256_fd, item.fd) for logical, item in items}
+
+
+def check(
+    digests: dict[str, Future[str]],
+    opened: dict[str, storage.OpenedFile],
+    table: Table,
+    where: str,
+) -> None:
+    for logical, digest in digests.items():
+        expected = table[logical][1]
+        if digest.result() != expected:
+            raise IndexFormatError(
+                f"{where}: {table[logical][0]} does not match its SHA-256 (the file "
+                "was modified or damaged); rebuild the snapshot"
+            )
+        _remember(opened[logical], expected)

@@ -1,0 +1,503 @@
+"""What a snapshot folder holds (format versions 1 and 2) and the checks shared by both.
+
+``parse_manifest`` validates a manifest itself (magic, version, self-hash, required
+features); ``settings_json``/``settings_of`` write and read the index settings and
+``analyzer_fingerprint`` how the analyzer tokenizes (checked on load). ``file_entry``
+validates one file's record; ``check_pointers``/``check_values``/``check_ascending_rows``
+/``check_ids`` the opened arrays. Version 2's files are listed by :func:`segment_files`
+(``docs/INDEX.md`` describes them). Every failure is an IndexFormatError naming the
+snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.config import AnalyzerConfig, IndexSettings
+from groundwire.errors import ConfigError, IndexFormatError
+from groundwire.index.store.codecs import StringTable, loads_bounded
+from groundwire.model import ValidationIssue
+from groundwire.text import Analyzer
+from groundwire.text.stopwords import resolve_stopwords
+
+__all__ = [
+    "BOOL",
+    "DIGEST",
+    "F8",
+    "FEATURES",
+    "FORMAT_VERSION",
+    "I4",
+    "I8",
+    "MAGIC",
+    "U1",
+    "U8",
+    "analyzer_fingerprint",
+    "canonical",
+    "check_ascending_rows",
+    "check_ids",
+    "check_pointers",
+    "check_values",
+    "fail",
+    "file_entry",
+    "issues_of",
+    "parse_manifest",
+    "segment_files",
+    "settings_json",
+    "settings_of",
+]
+
+MAGIC = "groundwire-snapshot"
+#: The newest format this groundwire writes; it reads every version from 1 on.
+FORMAT_VERSION = 2
+#: Required features beyond the base layout of version 2 that this groundwire reads. A
+#: snapshot listing another one is refused (a newer groundwire wrote it), so version 2
+#: can grow (several segments, deletions) without a version bump.
+FEATURES: frozenset[str] = frozenset()
+#: The checksum of every file of version 2 (version 1: always SHA-256).
+DIGEST = "sha256"
+BOOL, U1, I4, I8, U8, F8 = "|b1", "|u1", "<i4", "<i8", "<u8", "<f8"
+FileSpec = tuple[str, str | None]  # extension, dtype (None: raw bytes or JSON)
+TableEntry = tuple[str, str, int, str | None, tuple[int, ...] | None]  # name, digest, bytes, ...
+
+#: Analyzed at save and load: a different stemmer, stop list or normalization at load
+#: would silently mismatch the index, so the token streams must agree.
+_PROBE = (
+    "The quick brown foxes' jumping over lazy dogs, running runners ran; it's an e-mail "
+    "about Databases, databases' indexing and 42 numbers: 3.14 re-entry co-operate"
+)
+
+
+def settings_json(settings: IndexSettings) -> dict[str, Any]:
+    """The index settings as the manifest records them."""
+    analyzer: dict[str, Any] = {}
+    for item in dataclasses.fields(settings.analyzer):
+        value = getattr(settings.analyzer, item.name)
+        analyzer[item.name] = {"words": sorted(value)} if isinstance(value, frozenset) else value
+    return {
+        "field_weights": [[name, float(w)] for name, w in settings.field_weights.items()],
+        "k1": float(settings.k1),
+        "b": float(settings.b),
+        "scoring": settings.scoring,
+        "analyzer": analyzer,
+    }
+
+
+def settings_of(data: Any, where: str) -> IndexSettings:
+    """Index settings from a manifest (IndexFormatError when invalid)."""
+    try:
+        analyzer = dict(data["analyzer"])
+        stop = analyzer.get("stopwords")
+        if isinstance(stop, dict):
+            analyzer["stopwords"] = frozenset(stop["words"])
+        weights = {str(name): weight for name, weight in data["field_weights"]}
+        return IndexSettings(
+            weights, data["k1"], data["b"], data["scoring"], AnalyzerConfig(**analyzer)
+        )
+    except (ConfigError, KeyError, TypeError, ValueError) as exc:
+        raise IndexFormatError(f"{where}: invalid index settings ({exc})") from exc
+
+
+def analyzer_fingerprint(analyzer: Analyzer) -> str:
+    """SHA-256 of how ``analyzer`` tokenizes a probe text and its own stop words."""
+    config = analyzer.config
+    stop = sorted(resolve_stopwords(config.stopwords, config.language))
+    probe = [analyzer.tokens(_PROBE), [analyzer.tokens(word) for word in stop]]
+    return hashlib.sha256(json.dumps(probe, ensure_ascii=False).encode()).hexdigest()
+
+
+def canonical(data: Any) -> bytes:
+    """The canonical JSON bytes a manifest's self-hash covers."""
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
+    """The manifest, checked: magic, a supported version, its self-hash, known features."""
+    manifest = loads_bounded(data, f"{where}: manifest.json")
+    if not isinstance(manifest, dict) or manifest.get("magic") != MAGIC:
+        found = manifest.get("magic") if isinstance(manifest, dict) else None
+        raise IndexFormatError(
+            f"{where}: not a groundwire snapshot (magic {found!r}, expected {MAGIC!r})"
+        )
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise IndexFormatError(f"{where}: invalid format_version {version!r}")
+    if version > FORMAT_VERSION:
+        raise IndexFormatError(
+            f"{where}: snapshot format version {version} is newer than this groundwire "
+            f"supports ({FORMAT_VERSION}); upgrade groundwire or rebuild the snapshot"
+        )
+    claimed = manifest.pop("manifest_sha256", None)
+    if claimed != hashlib.sha256(canonical(manifest)).hexdigest():
+        raise IndexFormatError(f"{where}: manifest.json is damaged (manifest_sha256 mismatch)")
+    if version >= 2:
+        features = manifest.get("features")
+        if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+            raise IndexFormatError(f"{where}: manifest.json lacks its feature list")
+        unknown = sorted(set(features) - FEATURES)
+        if unknown:
+            raise IndexFormatError(
+                f"{where}: the snapshot needs features this groundwire does not read "
+                f"({', '.join(unknown)}); upgrade groundwire or rebuild the snapshot"
+            )
+        if manifest.get("digest") != DIGEST:
+            raise IndexFormatError(
+                f"{where}: unknown checksum {manifest.get('digest')!r} (expected {DIGEST!r})"
+            )
+    fields = manifest.get("fields")
+    if (
+        not isinstance(manifest.get("counts"), dict)
+        or not isinstance(fields, list)
+        or not all(isinstance(f, str) for f in fields)
+        or not isinstance(manifest.get("files"), dict)
+        or not isinstance(manifest.get("source_manifest_hash"), str)
+    ):
+        raise IndexFormatError(f"{where}: manifest.json lacks counts, fields or files")
+    return manifest
+
+
+def counts_of(data: Any, names: tuple[str, ...], where: str) -> dict[str, int]:
+    """A ``counts`` record holding exactly ``names``, each an integer >= 0."""
+    if (
+        not isinstance(data, dict)
+        or set(data) != set(names)
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in data.values())
+    ):
+        raise IndexFormatError(f"{where}: manifest.json has malformed counts")
+    return data
+
+
+def file_entry(item: Any, logical: str, spec: FileSpec, digest_key: str, where: str) -> TableEntry:
+    """One validated file record: (file name, digest, bytes, dtype, shape)."""
+    ext, dtype = spec
+    digest = item.get(digest_key) if isinstance(item, dict) else None
+    size = item.get("bytes") if isinstance(item, dict) else None
+    if (
+        not isinstance(digest, str)
+        or len(digest) != 64
+        or any(c not in "0123456789abcdef" for c in digest)
+        or not isinstance(size, int)
+        or isinstance(size, bool)
+        or size < 0
+    ):
+        raise IndexFormatError(f"{where}: bad file entry for {logical!r}")
+    name = f"{logical}.{digest[:12]}.{ext}"
+    if item.get("file") != name or (dtype is not None and item.get("dtype") != dtype):
+        raise IndexFormatError(f"{where}: bad file entry for {logical!r}")
+    shape = item.get("shape")
+    if dtype is not None and (
+        not isinstance(shape, list)
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+    ):
+        raise IndexFormatError(f"{where}: bad shape for {logical!r}")
+    return (name, digest, size, dtype, tuple(shape) if dtype is not None else None)
+
+
+def file_table(
+    files: Any, expected: Mapping[str, FileSpec], digest_key: str, where: str, prefix: str = ""
+) -> dict[str, TableEntry]:
+    """The records of exactly the ``expected`` files (qualified by ``prefix``)."""
+    if not isinstance(files, dict) or set(files) != set(expected):
+        listed = set(files) if isinstance(files, dict) else set()
+        missing, extra = sorted(set(expected) - listed), sorted(listed - set(expected))
+        raise IndexFormatError(f"{where}: file table differs (missing {missing}, extra {extra})")
+    return {
+        prefix + logical: file_entry(files[logical], logical, spec, digest_key, where)
+        for logical, spec in expected.items()
+    }
+
+
+#: Files both versions hold alike: score rows, vocabulary, ids, entries, phrases, masks.
+COMMON_FILES: dict[str, FileSpec] = {
+    "lexical.indptr": ("npy", I8),
+    "lexical.docs": ("npy", I4),
+    "lexical.scores": ("npy", F8),
+    "lexical.lengths": ("npy", I4),
+    "terms.bytes": ("bin", None),
+    "terms.offsets": ("npy", I8),
+    "terms.keys": ("npy", U8),
+    "terms.order": ("npy", I4),
+    "ids.bytes": ("bin", None),
+    "ids.offsets": ("npy", I8),
+    "entries": ("jsonl", None),
+    "entries.offsets": ("npy", I8),
+    **{
+        f"{kind}.{name}": spec
+        for kind in ("exact", "alias")
+        for name, spec in (
+            ("keys.bytes", ("bin", None)),
+            ("keys.offsets", ("npy", I8)),
+            ("indptr", ("npy", I8)),
+            ("docs", ("npy", I4)),
+        )
+    },
+    "active": ("npy", BOOL),
+    "universal": ("npy", BOOL),
+    "domain_codes": ("npy", I4),
+    "integration_masks": ("npy", BOOL),
+}
+
+
+def segment_files(fields: int) -> dict[str, FileSpec]:
+    """Logical name → (extension, dtype) of every file of a format-2 segment."""
+    files: dict[str, FileSpec] = {
+        "lexical.pair_starts": ("npy", I8),
+        "lexical.pair_seconds": ("npy", I4),
+    }
+    for f in range(fields):
+        files[f"tf.{f}.counts"] = ("npy", U1)
+        files[f"tf.{f}.overflow_at"] = ("npy", I8)
+        files[f"tf.{f}.overflow_tf"] = ("npy", I8)
+    files.update(COMMON_FILES)
+    files.update(
+        {
+            "entries.digests": ("npy", U1),
+            "links.indptr": ("npy", I8),
+            "links.bytes": ("bin", None),
+            "links.offsets": ("npy", I8),
+        }
+    )
+    return files
+
+
+# -- array checks -------------------------------------------------------------------------------
+def fail(where: str, what: str) -> IndexFormatError:
+    """The error for arrays that disagree with each other or the manifest."""
+    return IndexFormatError(f"{where}: {what}; the snapshot is inconsistent, rebuild it")
+
+
+def check_pointers(
+    where: str, name: str, ptr: npt.NDArray[Any], rows: int, end: int, full: bool = True
+) -> None:
+    """CSR pointers/offsets: ``rows + 1`` long, from 0 to ``end``, never decreasing."""
+    if ptr.shape != (rows + 1,) or int(ptr[0]) != 0 or int(ptr[-1]) != end:
+        raise fail(where, f"{name} does not span 0..{end} over {rows} rows")
+    if full and rows and bool((ptr[1:] < ptr[:-1]).any()):
+        raise fail(where, f"{name} decreases")
+
+
+def check_values(
+    where: str, name: str, values: npt.NDArray[Any], upper: int, full: bool = True
+) -> None:
+    """Every value in ``0..upper - 1``."""
+    if full and values.size and (int(values.min()) < 0 or int(values.max()) >= upper):
+        raise fail(where, f"{name} holds values outside 0..{upper - 1}")
+
+
+def check_ascending_rows(
+    where: str, name: str, ptr: npt.NDArray[Any], values: npt.NDArray[Any], full: bool
+) -> None:
+    """Within each CSR row, values strictly ascending (binary searches rely on it)."""
+    if not full or values.shape[0] < 2:
+        return
+    bad = values[1:] <= values[:-1]  # comparisons: no widened copy, no difference array
+    starts = ptr[1:-1]
+    starts = starts[(starts > 0) & (starts < values.shape[0])]
+    bad[starts - 1] = False  # a new row may start lower
+    if bool(bad.any()):
+        raise fail(where, f"{name} rows are not strictly ascending")
+
+
+def _prefixes(table: StringTable) -> npt.NDArray[np.uint64]:
+    """The first 8 bytes of every string as a big-endian integer (missing bytes are 0)."""
+    blob, offsets = table.blob, np.asarray(table.offsets, dtype=np.int64)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    out = np.zeros(len(starts), dtype=np.uint64)
+    for j in range(8):
+        present = lengths > j
+        byte = np.zeros(len(starts), dtype=np.uint64)
+        byte[present] = blob[starts[present] + j]
+        out |= byte << np.uint64(8 * (7 - j))
+    return out
+
+
+def check_ids(table: StringTable, where: str) -> None:
+    """Entry ids strictly increasing (code point order = UTF-8 byte order): no duplicates.
+
+    Compares 8-byte prefixes vectorized; only neighbours with equal prefixes are
+    compared in full (a smaller padded prefix means a smaller string, and vice versa).
+    """
+    if len(table) < 2:
+        return
+    prefix = _prefixes(table)
+    raw = table.raw
+    for n in np.flatnonzero(prefix[1:] <= prefix[:-1]).tolist():
+        previous, current = raw(n), raw(n + 1)
+        if current <= previous:
+            what = "duplicate entry id" if current == previous else "entry ids out of order"
+            raise IndexFormatError(
+                f"{where}: {what} {current.decode('utf-8', 'replace')!r}; rebuild the snapshot"
+            )
+
+
+def issues_of(data: Any, where: str) -> tuple[ValidationIssue, ...]:
+    """The validation issues recorded in ``issues.json``."""
+    names = [item.name for item in dataclasses.fields(ValidationIssue)]
+    if not isinstance(data, list):
+        raise fail(where, "issues.json is not a list")
+    issues = []
+    for item in data:
+        if (
+            not isinstance(item, dict)
+            or set(item) != set(names)
+            or item["severity"] not in ("error", "warning")
+            or not all(isinstance(item[k], str) for k in ("code", "message"))
+            or not all(item[k] is None or isinstance(item[k], str) for k in names[3:])
+        ):
+            raise fail(where, "issues.json holds a malformed issue")
+        issues.append(ValidationIssue(**item))
+    return tuple(issues)
+
+
+# -- format version 2 ---------------------------------------------------------------------------
+#: Counts a version-2 manifest records for the whole snapshot and for each segment.
+COUNTS = ("entries", "segments", "domains", "integrations", "issues")
+SEGMENT_COUNTS = (
+    "entries",
+    "terms",
+    "pairs",
+    "postings",
+    "exact_phrases",
+    "alias_phrases",
+    "links",
+)
+
+
+def check_segment(
+    segment: dict[str, Any],
+    arrays: Mapping[str, Any],
+    counts: dict[str, int],
+    pair_field: bool,
+    full: bool,
+    where: str,
+) -> None:
+    """Shapes and bounds of one segment's arrays (``arrays`` keyed by logical name).
+
+    Always: shapes, the score rows' bounds (the C kernel trusts them like slices), and
+    every array sized by entries, terms or phrases whose values index another array
+    (each is a fraction of the postings; unchecked, one would fail later as an
+    IndexError). With ``full``: also the posting arrays (documents in range and
+    ascending per row, scores positive and finite, frequencies consistent, field
+    statistics equal to those of the lengths, pair tables ascending).
+    """
+    seg = counts_of(segment.get("counts"), SEGMENT_COUNTS, where)
+    n, terms, pairs, postings = seg["entries"], seg["terms"], seg["pairs"], seg["postings"]
+    fields = arrays["lexical.lengths"].shape[0] if arrays["lexical.lengths"].ndim == 2 else -1
+    ptr, docs, scores = arrays["lexical.indptr"], arrays["lexical.docs"], arrays["lexical.scores"]
+    check_pointers(where, "lexical.indptr", ptr, terms + pairs, postings)
+    if docs.shape != (postings,) or scores.shape != (postings,):
+        raise fail(where, "lexical.docs and lexical.scores do not hold one value per posting")
+    if arrays["lexical.lengths"].shape != (fields, n) or fields < 1:
+        raise fail(where, "lexical.lengths does not have one row per field")
+    starts, seconds = arrays["lexical.pair_starts"], arrays["lexical.pair_seconds"]
+    if pairs and not pair_field:
+        raise fail(where, "pairs are indexed without a pair field")
+    if pairs and not pair_field:
+        raise fail(where, "pairs are indexed without a pair field")
+    if pairs:
+        check_pointers(where, "lexical.pair_starts", starts, terms, pairs)
+        check_values(where, "lexical.pair_seconds", seconds, max(terms, 1))
+    elif starts.shape[0] or seconds.shape[0]:
+        raise fail(where, "pair tables are present without pairs")
+    single_end = int(ptr[terms])
+    for f in range(fields):
+        counts_f = arrays[f"tf.{f}.counts"]
+        at, tf = arrays[f"tf.{f}.overflow_at"], arrays[f"tf.{f}.overflow_tf"]
+        span = postings - single_end if pair_field and f == fields - 1 else single_end
+        if counts_f.shape != (span,) or at.shape != tf.shape or at.ndim != 1:
+            raise fail(where, f"tf.{f} does not cover its postings")
+        if (
+            full
+            and at.shape[0]
+            and (
+                bool((at[1:] <= at[:-1]).any())
+                or int(tf.min()) < 255
+                or int(at[0]) < 0
+                or int(at[-1]) >= postings
+            )
+        ):
+            raise fail(where, f"tf.{f} overflow table is malformed")
+    check_values(where, "lexical.docs", docs, n, full)
+    check_ascending_rows(where, "lexical.docs", ptr, docs, full)
+    # NaN fails "> 0"; with every score positive, only the maximum can be infinite.
+    if full and scores.size and not (bool((scores > 0).all()) and np.isfinite(scores.max())):
+        raise fail(where, "lexical.scores holds a non-positive or non-finite score")
+    stats = segment.get("stats")
+    if not isinstance(stats, dict) or not all(
+        isinstance(stats.get(k), list)
+        and len(stats[k]) == fields
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in stats[k])
+        for k in ("field_docs", "field_lengths")
+    ):
+        raise fail(where, "the segment's field statistics are malformed")
+    if full:
+        lengths = arrays["lexical.lengths"]
+        if (
+            int(lengths.min(initial=0)) < 0
+            or (lengths > 0).sum(axis=1).tolist() != stats["field_docs"]
+            or lengths.sum(axis=1, dtype=np.int64).tolist() != stats["field_lengths"]
+        ):
+            raise fail(where, "field lengths and field statistics disagree")
+    check_pointers(
+        where, "terms.offsets", arrays["terms.offsets"], terms, arrays["terms.bytes"].shape[0]
+    )
+    for name in ("terms.keys", "terms.order"):
+        if arrays[name].shape != (terms,):
+            raise fail(where, f"{name} does not have one value per term")
+    check_values(where, "terms.order", arrays["terms.order"], max(terms, 1))
+    keys = arrays["terms.keys"]
+    if full and terms > 1 and bool((keys[1:] < keys[:-1]).any()):
+        raise fail(where, "terms.keys is not sorted")
+    check_pointers(where, "ids.offsets", arrays["ids.offsets"], n, arrays["ids.bytes"].shape[0])
+    check_pointers(
+        where, "entries.offsets", arrays["entries.offsets"], n, arrays["entries"].shape[0]
+    )
+    if arrays["entries.digests"].shape != (n, 32):
+        raise fail(where, "entries.digests does not hold 32 bytes per entry")
+    links = arrays["links.indptr"]
+    check_pointers(where, "links.indptr", links, n, seg["links"])
+    check_pointers(
+        where,
+        "links.offsets",
+        arrays["links.offsets"],
+        seg["links"],
+        arrays["links.bytes"].shape[0],
+    )
+    for kind in ("exact", "alias"):
+        phrases = seg[f"{kind}_phrases"]
+        blob = arrays[f"{kind}.keys.bytes"].shape[0]
+        check_pointers(where, f"{kind}.keys.offsets", arrays[f"{kind}.keys.offsets"], phrases, blob)
+        kind_docs = arrays[f"{kind}.docs"]
+        check_pointers(
+            where, f"{kind}.indptr", arrays[f"{kind}.indptr"], phrases, kind_docs.shape[0]
+        )
+        check_values(where, f"{kind}.docs", kind_docs, n)
+    for name in ("active", "universal", "domain_codes"):
+        if arrays[name].shape != (n,):
+            raise fail(where, f"{name} does not have one value per entry")
+    if arrays["integration_masks"].shape != (counts["integrations"], n):
+        raise fail(where, "integration_masks does not have one row per integration")
+    check_values(where, "domain_codes", arrays["domain_codes"], max(counts["domains"], 1))
+    for name in ("active", "universal", "integration_masks"):
+        if arrays[name].size and int(arrays[name].view(np.uint8).max()) > 1:
+            raise fail(where, f"{name} holds a value other than 0 and 1")
+
+
+def check_labels(labels: Any, counts: dict[str, int], where: str) -> None:
+    """``labels.json``: the domain and integration names (index = code / mask row)."""
+    if (
+        not isinstance(labels, dict)
+        or not all(
+            isinstance(labels.get(k), list) and all(isinstance(v, str) for v in labels[k])
+            for k in ("domains", "integrations")
+        )
+        or len(labels["domains"]) != counts["domains"]
+        or len(labels["integrations"]) != counts["integrations"]
+    ):
+        raise fail(where, "labels.json does not list the domains and integrations")

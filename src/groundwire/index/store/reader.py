@@ -1,0 +1,508 @@
+"""Opening a snapshot folder: verify it and assemble :class:`~groundwire.index.parts.Parts`.
+
+Nothing is re-tokenized and no dictionary is rebuilt: arrays are mapped read-only,
+the vocabulary and the entry ids are looked up in the mapped files, and entries are
+decoded from their JSON lines on first access. Versions 1 and 2 are read (see
+``legacy.py`` and ``layout.py``); the opening, checksum and mapping steps are shared.
+
+Checksums (``checksums.py``) run on background threads while the bounds are checked,
+and a file verified once in a process is not hashed again while its identity holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+from collections.abc import Callable
+from concurrent.futures import Future, wait
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from groundwire.config import DEFAULT_MAX_ARRAY_BYTES, DEFAULT_MAX_MANIFEST_BYTES, MAX_ENTRIES
+from groundwire.errors import ConfigError, IndexFormatError
+from groundwire.index.builder import relations_of
+from groundwire.index.lexical import FieldFrequencies, FieldStats, LexicalIndex
+from groundwire.index.parts import SECTION_DTYPES, Parts, SnapshotSection, known_sections
+from groundwire.index.store import checksums, layout, legacy, storage
+from groundwire.index.store.checksums import Table as _Table
+from groundwire.index.store.codecs import HashedStrings, StringTable, loads_bounded
+from groundwire.index.store.views import LazyEntries, SortedIds, string_rows
+from groundwire.ingest.validate import combine_digests, content_hash, entry_digest
+from groundwire.text import Analyzer
+
+__all__ = ["Verify", "describe", "is_snapshot", "load_parts"]
+
+#: Opening retries when a concurrent replace deleted the files of the manifest just read.
+_ATTEMPTS = 3
+Verify = Literal["full", "manifest"]
+_TOP_FILES: dict[str, layout.FileSpec] = {"labels": ("json", None), "issues": ("json", None)}
+_SEGMENT = "s0/"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Limits:
+    manifest_bytes: int
+    entries: int
+    array_bytes: int
+
+
+def _limit(name: str, value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name}={value!r} is invalid: expected an integer >= 1")
+    return value
+
+
+def is_snapshot(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a snapshot folder, intact or damaged.
+
+    True when its ``manifest.json`` names this format; and, when there is no
+    ``source.yaml``, when it has a ``manifest.json`` of any kind (a damaged file, a
+    folder, a FIFO) or files named as a snapshot writer names them
+    (``<part>.<sha12>.npy``) — so a damaged snapshot is reported as one, never read
+    as a knowledge base or documents folder. Never blocks on a FIFO.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        return False
+    authored = (folder / "source.yaml").exists()
+    try:
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(folder / storage.MANIFEST, flags)
+    except FileNotFoundError:
+        return not authored and any(storage.OBJECT_NAME.fullmatch(name) for name in os.listdir(folder))
+    except OSError:  # a symlink (O_NOFOLLOW) or unreadable: damaged, unless authored
+        return not authored
+    try:
+        head = os.read(fd, 4096) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    finally:
+        os.close(fd)
+    return layout.MAGIC.encode() in head or not authored
+
+
+class _VanishedError(Exception):
+    """A file listed in the manifest is gone (a concurrent replace deleted it)."""
+
+
+# -- opening ------------------------------------------------------------------------------
+def _open_all(
+    dir_fd: int, table: _Table, limits: _Limits, where: str
+) -> dict[str, storage.OpenedFile]:
+    """Open and size-check every listed file (the caller closes them)."""
+    opened: dict[str, storage.OpenedFile] = {}
+    try:
+        for logical, (name, _, size, _, _) in table.items():
+            try:
+                opened[logical] = storage.open_file(dir_fd, name, size, limits.array_bytes, where)
+            except FileNotFoundError as exc:
+                raise _VanishedError(name) from exc
+            except OSError as exc:  # e.g. a symlink (O_NOFOLLOW) or no permission
+                raise IndexFormatError(f"{where}: cannot open {name} ({exc.strerror})") from exc
+    except BaseException:
+        for item in opened.values():
+            item.close()
+        raise
+    return opened
+
+
+def _read_all(
+    opened: dict[str, storage.OpenedFile], table: _Table, full: bool, where: str
+) -> dict[str, Any]:
+    """Map every array and blob read-only (populated when all will be checked); parse JSON."""
+    out: dict[str, Any] = {}
+    for logical, item in opened.items():
+        name, _, _, dtype, shape = table[logical]
+        if name.endswith(".json"):
+            out[logical] = loads_bounded(os.pread(item.fd, item.size, 0), f"{where}: {name}")
+            continue
+        array = storage.map_file(item, where, dtype, populate=full)
+        if shape is not None and array.shape != shape:
+            raise IndexFormatError(
+                f"{where}: {name} has shape {array.shape}, the manifest says {shape}"
+            )
+        out[logical] = array
+    return out
+
+
+Assemble = Callable[[dict[str, Any], dict[str, Any], bool, str], Parts]
+
+
+def _open_parts(
+    dir_fd: int,
+    manifest: dict[str, Any],
+    table: _Table,
+    assemble: Assemble,
+    verify: Verify,
+    limits: _Limits,
+    where: str,
+) -> Parts:
+    """Open, verify and assemble a snapshot: hashing runs while the bounds are checked.
+
+    A checksum mismatch is reported before any other problem it may have caused.
+    """
+    opened = _open_all(dir_fd, table, limits, where)
+    full = verify == "full"
+    digests: dict[str, Future[str]] = {}
+    try:
+        try:  # headers and mappings first: small reads that hashing threads would delay
+            arrays, problem = _read_all(opened, table, full, where), None
+        except IndexFormatError as exc:
+            arrays, problem = {}, exc
+        digests = checksums.hash_all(opened, table) if full else {}
+        if problem is None:
+            try:
+                parts = assemble(manifest, arrays, full, where)
+            except IndexFormatError as exc:
+                problem = exc
+        checksums.check(digests, opened, table, where)
+        if problem is not None:
+            raise problem
+        return parts
+    finally:
+        for digest in digests.values():
+            digest.cancel()
+        wait(digests.values())  # no thread may still read a descriptor we close
+        for item in opened.values():
+            item.close()
+
+
+# -- assembling -----------------------------------------------------------------------------------
+def _settings(manifest: dict[str, Any], where: str) -> Any:
+    settings = layout.settings_of(manifest.get("settings"), where)
+    analyzer = Analyzer(settings.analyzer)
+    if manifest.get("analyzer_fingerprint") != layout.analyzer_fingerprint(analyzer):
+        raise IndexFormatError(
+            f"{where}: this groundwire analyzes text differently from the one that built the "
+            "snapshot (stemmer, stop words or normalization changed); rebuild the snapshot"
+        )
+    fields = manifest["fields"]
+    weights = settings.field_weights
+    text_fields = [name for name in weights if name != "bigrams"]
+    if fields != text_fields + (["bigrams"] if weights.get("bigrams", 0.0) > 0 else []):
+        raise IndexFormatError(f"{where}: the field list does not match the field weights")
+    return settings
+
+
+def _common(
+    arrays: dict[str, Any], full: bool, where: str
+) -> tuple[StringTable, HashedStrings, LazyEntries, dict[str, dict[str, tuple[int, ...]]]]:
+    """The id table, the vocabulary, the entries and the phrase maps of one segment."""
+    ids = StringTable(arrays["ids.bytes"], arrays["ids.offsets"])
+    if full:
+        layout.check_ids(ids, where)
+    table = StringTable(arrays["terms.bytes"], arrays["terms.offsets"])
+    vocabulary = HashedStrings(table, arrays["terms.keys"], arrays["terms.order"])
+    entries = LazyEntries(arrays["entries"], arrays["entries.offsets"], ids)
+    phrases = {
+        kind: string_rows(
+            StringTable(arrays[f"{kind}.keys.bytes"], arrays[f"{kind}.keys.offsets"]),
+            arrays[f"{kind}.indptr"],
+            arrays[f"{kind}.docs"],
+        )
+        for kind in ("exact", "alias")
+    }
+    return ids, vocabulary, entries, phrases
+
+
+def _parts(
+    entries: LazyEntries,
+    positions: SortedIds,
+    settings: Any,
+    lexical: LexicalIndex,
+    phrases: dict[str, dict[str, tuple[int, ...]]],
+    relations: dict[str, tuple[str, ...]],
+    arrays: dict[str, Any],
+    where: str,
+) -> Parts:
+    """Parts of a version-1 layout (``arrays`` holding ``labels`` and ``issues``) or of a
+    segment (the caller replaces labels, issues and masks)."""
+    labels = arrays.get("labels", {"domains": [], "integrations": []})
+    return Parts(
+        entries=entries,
+        positions=positions,
+        settings=settings,
+        lexical=lexical,
+        exact_index=phrases["exact"],
+        alias_index=phrases["alias"],
+        relations=relations,
+        issues=layout.issues_of(arrays.get("issues", []), where),
+        **_masks(arrays, labels),
+    )
+
+
+def _masks(arrays: dict[str, Any], labels: dict[str, Any]) -> dict[str, Any]:
+    masks = arrays["integration_masks"]
+    return {
+        "active": arrays["active"],
+        "universal": arrays["universal"],
+        "domains": {name: code for code, name in enumerate(labels["domains"])},
+        "domain_codes": arrays["domain_codes"],
+        "integration_masks": {name: masks[row] for row, name in enumerate(labels["integrations"])},
+    }
+
+
+def _assemble_v1(manifest: dict[str, Any], arrays: dict[str, Any], full: bool, where: str) -> Parts:
+    legacy.check_arrays(manifest, arrays, full, where)
+    settings = _settings(manifest, where)
+    fields = manifest["fields"]
+    ids, vocabulary, entries, phrases = _common(arrays, full, where)
+    weights = LexicalIndex.weights_of(settings, fields)
+    lexical = legacy.lexical_of(fields, weights, settings, vocabulary, arrays)
+    rel_ptr, targets = arrays["relations.indptr"], arrays["relations.targets"]
+    relations = {}
+    for doc in np.flatnonzero(np.diff(rel_ptr)).tolist():
+        row = targets[int(rel_ptr[doc]) : int(rel_ptr[doc + 1])].tolist()
+        relations[ids[doc]] = tuple(ids[t] for t in row)
+    parts = _parts(entries, SortedIds(ids), settings, lexical, phrases, relations, arrays, where)
+    # Version 1 did not record which phrases were keys: entries had id and title keys,
+    # documents none (their titles are never keys unless asked).
+    keyed = bool(phrases["exact"])
+    return parts._replace(phrase_keys=(keyed, keyed))
+
+
+def _table_v2(manifest: dict[str, Any], where: str) -> _Table:
+    """Every file of a version-2 snapshot: top-level names, then ``s0/`` segment files and
+    ``s0/section/<name>/<array>`` section arrays."""
+    counts = layout.counts_of(manifest["counts"], layout.COUNTS, where)
+    segments = manifest.get("segments")
+    if not isinstance(segments, list) or len(segments) != counts["segments"] != 1:
+        raise IndexFormatError(f"{where}: manifest.json does not list one segment")
+    segment = segments[0]
+    if not isinstance(segment, dict):
+        raise IndexFormatError(f"{where}: manifest.json has a malformed segment")
+    table = layout.file_table(manifest["files"], _TOP_FILES, "digest", where)
+    expected = layout.segment_files(len(manifest["fields"]))
+    table.update(layout.file_table(segment.get("files"), expected, "digest", where, _SEGMENT))
+    declared = manifest.get("sections", {})
+    provided = segment.get("sections", {})
+    if not isinstance(declared, dict) or not isinstance(provided, dict):
+        raise IndexFormatError(f"{where}: manifest.json has malformed sections")
+    if set(declared) != set(provided):
+        raise IndexFormatError(f"{where}: sections declared and provided differ")
+    for name, spec in declared.items():
+        try:
+            SnapshotSection(name)
+        except Exception as exc:
+            raise IndexFormatError(f"{where}: {exc}") from None
+        if (
+            not isinstance(spec, dict)
+            or not isinstance(spec.get("required"), bool)
+            or not isinstance(spec.get("meta"), dict)
+        ):
+            raise IndexFormatError(f"{where}: section {name!r} is malformed")
+        if spec["required"] and name not in known_sections():
+            raise IndexFormatError(
+                f"{where}: the snapshot requires section {name!r}, which this groundwire "
+                "does not read; upgrade groundwire or rebuild the snapshot"
+            )
+        files = provided[name].get("files") if isinstance(provided[name], dict) else None
+        if not isinstance(files, dict):
+            raise IndexFormatError(f"{where}: section {name!r} lists no files")
+        for array, item in files.items():
+            dtype = item.get("dtype") if isinstance(item, dict) else None
+            if not isinstance(array, str) or dtype not in SECTION_DTYPES:
+                raise IndexFormatError(f"{where}: section {name!r} has a bad file {array!r}")
+            stem = f"section.{name}.{array}"
+            entry = layout.file_entry(item, stem, ("npy", dtype), "digest", where)
+            table[f"{_SEGMENT}section/{name}/{array}"] = entry
+    return table
+
+
+def _assemble_v2(manifest: dict[str, Any], arrays: dict[str, Any], full: bool, where: str) -> Parts:
+    counts = manifest["counts"]
+    segment = manifest["segments"][0]
+    seg = {k[len(_SEGMENT) :]: v for k, v in arrays.items() if k.startswith(_SEGMENT)}
+    pair_field = manifest["fields"][-1:] == ["bigrams"]
+    layout.check_segment(segment, seg, counts, pair_field, full, where)
+    layout.check_labels(arrays["labels"], counts, where)
+    settings = _settings(manifest, where)
+    fields = manifest["fields"]
+    ids, vocabulary, entries, phrases = _common(seg, full, where)
+    stats = segment["stats"]
+    field_docs = np.array(stats["field_docs"], dtype=np.int64)
+    totals = np.array(stats["field_lengths"], dtype=np.int64)
+    avg = np.divide(totals, field_docs, out=np.ones(len(totals)), where=field_docs > 0)
+    ptr = seg["lexical.indptr"]
+    single_end = int(ptr[segment["counts"]["terms"]])
+    frequencies = tuple(
+        FieldFrequencies(
+            single_end if pair_field and f == len(fields) - 1 else 0,
+            seg[f"tf.{f}.counts"],
+            seg[f"tf.{f}.overflow_at"],
+            seg[f"tf.{f}.overflow_tf"],
+        )
+        for f in range(len(fields))
+    )
+    lexical = LexicalIndex(
+        fields=tuple(fields),
+        weights=LexicalIndex.weights_of(settings, fields),
+        k1=float(settings.k1),
+        b=float(settings.b),
+        scoring=settings.scoring,
+        vocabulary=vocabulary,
+        indptr=ptr,
+        docs=seg["lexical.docs"],
+        scores=seg["lexical.scores"],
+        frequencies=frequencies,
+        lengths=seg["lexical.lengths"],
+        stats=FieldStats(field_docs, avg, int(segment["counts"]["entries"])),
+        pair_starts=seg["lexical.pair_starts"],
+        pair_seconds=seg["lexical.pair_seconds"],
+    )
+    positions = SortedIds(ids)
+    table = StringTable(seg["links.bytes"], seg["links.offsets"])
+    bounds = seg["links.indptr"]
+    links = {
+        ids[doc]: tuple(table[int(bounds[doc]) : int(bounds[doc + 1])])
+        for doc in np.flatnonzero(np.diff(bounds)).tolist()
+    }
+    relations = relations_of(links, positions)
+    phrases_json = manifest.get("phrases")
+    if not isinstance(phrases_json, dict) or not all(
+        isinstance(phrases_json.get(k), bool) for k in ("ids", "titles")
+    ):
+        raise IndexFormatError(f"{where}: manifest.json lacks its phrase options")
+    sections = {}
+    for name, spec in manifest.get("sections", {}).items():
+        prefix = f"section/{name}/"
+        data = {k[len(prefix) :]: v for k, v in seg.items() if k.startswith(prefix)}
+        sections[name] = SnapshotSection(name, spec["meta"], data, spec["required"])
+    parts = _parts(entries, positions, settings, lexical, phrases, relations, seg, where)
+    return parts._replace(
+        issues=layout.issues_of(arrays["issues"], where),
+        digests=seg["entries.digests"],
+        sections=sections,
+        links=links,
+        phrase_keys=(phrases_json["ids"], phrases_json["titles"]),
+        **_masks(seg, arrays["labels"]),
+    )
+
+
+def _check_content(parts: Parts, version: int, claimed: str, expected: str, where: str) -> None:
+    if claimed != expected:
+        raise IndexFormatError(
+            f"{where}: source manifest hash {claimed} differs from the expected "
+            f"{expected}; it was built from other sources"
+        )
+    if version == 1:
+        actual = legacy.legacy_content_hash(parts.entries)
+    else:
+        digests = parts.digests
+        if digests is None or combine_digests(bytes(row) for row in digests) != claimed:
+            actual = ""
+        else:
+            recomputed = [entry_digest(e) for e in parts.entries]
+            same = all(bytes(row) == d for row, d in zip(digests, recomputed, strict=True))
+            actual = claimed if same else content_hash(parts.entries)
+    if actual != claimed:
+        raise IndexFormatError(
+            f"{where}: the entries do not hash to the recorded source manifest hash"
+        )
+
+
+def load_parts(
+    path: str | os.PathLike[str],
+    expected_manifest_hash: str | None = None,
+    *,
+    verify: Verify = "full",
+    max_manifest_bytes: int | None = None,
+    max_entries: int | None = None,
+    max_array_bytes: int | None = None,
+) -> Parts:
+    """Open the snapshot at ``path`` (see :meth:`KnowledgeBase.load`)."""
+    if verify not in ("full", "manifest"):
+        raise ConfigError(f"verify={verify!r} is invalid: expected 'full' or 'manifest'")
+    limits = _Limits(
+        _limit("max_manifest_bytes", max_manifest_bytes, DEFAULT_MAX_MANIFEST_BYTES),
+        _limit("max_entries", max_entries, MAX_ENTRIES),
+        _limit("max_array_bytes", max_array_bytes, DEFAULT_MAX_ARRAY_BYTES),
+    )
+    folder = Path(os.fspath(path))
+    where = str(folder)
+    for attempt in range(_ATTEMPTS):
+        dir_fd = storage.open_dir(folder)
+        try:
+            try:
+                data = storage.read_small(dir_fd, storage.MANIFEST, limits.manifest_bytes, where)
+            except FileNotFoundError as exc:
+                raise IndexFormatError(
+                    f"{where}: no manifest.json; not a snapshot (build one with 'groundwire index')"
+                ) from exc
+            except OSError as exc:
+                raise IndexFormatError(
+                    f"{where}: cannot read manifest.json ({exc.strerror})"
+                ) from exc
+            manifest = layout.parse_manifest(data, where)
+            version = manifest["format_version"]
+            if version == 1:
+                counts = layout.counts_of(manifest["counts"], legacy.COUNTS, where)
+                table = layout.file_table(
+                    manifest["files"],
+                    legacy.expected_files(len(manifest["fields"])),
+                    "sha256",
+                    where,
+                )
+                assemble: Assemble = _assemble_v1
+            else:
+                table, assemble = _table_v2(manifest, where), _assemble_v2
+                counts = manifest["counts"]
+            if counts["entries"] > limits.entries:
+                raise IndexFormatError(
+                    f"{where}: {counts['entries']:,} entries, over max_entries={limits.entries:,}"
+                )
+            try:
+                parts = _open_parts(dir_fd, manifest, table, assemble, verify, limits, where)
+            except _VanishedError as gone:
+                if attempt + 1 < _ATTEMPTS:
+                    continue  # replaced while we read it: read the new manifest
+                raise IndexFormatError(
+                    f"{where}: {gone} is listed in manifest.json but missing; rebuild the snapshot"
+                ) from None
+        finally:
+            os.close(dir_fd)
+        if expected_manifest_hash is not None:
+            claimed = manifest["source_manifest_hash"]
+            _check_content(parts, version, claimed, expected_manifest_hash, where)
+        return parts
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def describe(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What a snapshot's manifest says about it (checked like a load's first step):
+    format version, entries, terms, segments, files, bytes and the source hash."""
+    folder = Path(os.fspath(path))
+    where = str(folder)
+    dir_fd = storage.open_dir(folder)
+    try:
+        data = storage.read_small(dir_fd, storage.MANIFEST, DEFAULT_MAX_MANIFEST_BYTES, where)
+    except OSError as exc:
+        raise IndexFormatError(f"{where}: cannot read manifest.json ({exc.strerror})") from exc
+    finally:
+        os.close(dir_fd)
+    manifest = layout.parse_manifest(data, where)
+    if manifest["format_version"] == 1:
+        records = list(manifest["files"].values())
+        segments = [{"counts": manifest["counts"]}]
+    else:
+        segments = manifest.get("segments") or []
+        records = [*manifest["files"].values()]
+        for segment in segments:
+            records += segment.get("files", {}).values()
+            for section in segment.get("sections", {}).values():
+                records += section.get("files", {}).values()
+    try:
+        return {
+            "format_version": manifest["format_version"],
+            "entries": int(manifest["counts"]["entries"]),
+            "terms": sum(int(s["counts"]["terms"]) for s in segments),
+            "segments": len(segments),
+            "files": len(records) + 1,
+            "bytes": sum(int(item["bytes"]) for item in records) + len(data),
+            "source_manifest_hash": manifest["source_manifest_hash"],
+        }
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IndexFormatError(f"{where}: manifest.json lacks counts or files ({exc})") from exc

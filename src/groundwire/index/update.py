@@ -1,0 +1,333 @@
+"""Incremental updates: add, replace and delete entries without re-analyzing the others.
+
+A knowledge base is immutable, so an update makes a new one (readers of the old one keep
+it). Only the added or replaced entries are analyzed. Every other entry's postings, field
+frequencies and lengths are taken from the existing index, renumbered to the new
+positions, merged with the new entries' postings, and every score is computed again from
+the new statistics (document counts, average lengths, document frequencies) with the
+builder's own expressions (``lexical_builder.rows_of``). So a search after any sequence
+of updates returns exactly what a build from scratch over the same final entries returns:
+the same ids, order and scores (bit for bit); only term and pair ids may be numbered
+differently, which no result shows. Cost: analysis of the changed entries plus
+``O(postings)`` array work, with no sort of old postings (they stay in order when
+renumbered; new ones are merged in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.config import IndexSettings
+from groundwire.errors import KnowledgeIndexError
+from groundwire.index.builder import (
+    links_of,
+    phrases_of,
+    relations_of,
+    term_ids_reader,
+    text_readers,
+)
+from groundwire.index.lexical import LexicalIndex, MaskArray
+from groundwire.index.lexical_builder import LexicalIndexBuilder, rows_of
+from groundwire.index.parts import Parts
+from groundwire.index.store.codecs import HashedStrings, encode_entry
+from groundwire.ingest.validate import entry_digest
+from groundwire.model import KnowledgeEntry
+from groundwire.text import Analyzer
+
+__all__ = ["update_parts"]
+
+I64 = npt.NDArray[np.int64]
+
+
+class _Spliced(Sequence[KnowledgeEntry]):
+    """Entries by new position: kept ones read from the old sequence, new ones given."""
+
+    __slots__ = ("_new", "_old", "_source")
+
+    def __init__(
+        self, old: Sequence[KnowledgeEntry], new: Sequence[KnowledgeEntry], source: I64
+    ) -> None:
+        # source[p] >= 0: old position; < 0: -1 - index into new. An update of an update
+        # reads straight from the first one's entries (no chain of indirections).
+        if isinstance(old, _Spliced):
+            earlier: _Spliced = old
+            composed = source.copy()
+            from_old = source >= 0
+            composed[from_old] = earlier._source[source[from_old]]
+            composed[~from_old] = source[~from_old] - len(earlier._new)
+            old, new, source = earlier._old, [*earlier._new, *new], composed
+        self._old: Sequence[KnowledgeEntry] = old
+        self._new: Sequence[KnowledgeEntry] = new
+        self._source: I64 = source
+
+    def encoded(self) -> tuple[Any, I64] | None:
+        """The JSON lines blob and offsets, copying old entries' bytes when the old
+        sequence has them (a loaded snapshot), else None."""
+        encoded = getattr(self._old, "encoded", None)
+        base = encoded() if encoded is not None else None
+        if base is None:
+            return None
+        blob, offsets = np.asarray(base[0]), np.asarray(base[1], dtype=np.int64)
+        lines = []
+        for at in self._source.tolist():
+            if at >= 0:
+                lines.append(blob[offsets[at] : offsets[at + 1]].tobytes())
+            else:
+                lines.append(encode_entry(self._new[-1 - at]) + b"\n")
+        bounds = np.zeros(len(lines) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)), out=bounds[1:])
+        return b"".join(lines), bounds
+
+    def __len__(self) -> int:
+        return int(self._source.shape[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        at = int(self._source[index])
+        return self._old[at] if at >= 0 else self._new[-1 - at]
+
+
+def update_parts(
+    parts: Parts,
+    upserts: Sequence[KnowledgeEntry],
+    deletes: Iterable[str],
+    *,
+    exact_ids: bool = True,
+    exact_titles: bool = True,
+) -> Parts:
+    """``parts`` with ``deletes`` removed and ``upserts`` added or replacing the entries of
+    their ids (see the module docstring). Deleting an id that is not there is an error;
+    an id may not be both upserted and deleted, nor upserted twice."""
+    settings = parts.settings
+    new = sorted(upserts, key=lambda e: e.id)
+    new_ids = [e.id for e in new]
+    if len(set(new_ids)) != len(new_ids):
+        raise KnowledgeIndexError("an update names the same entry id twice; ids must be unique")
+    gone = set(deletes)
+    both = gone & set(new_ids)
+    if both:
+        raise KnowledgeIndexError(f"ids {sorted(both)[:5]} are both deleted and upserted")
+    missing = sorted(i for i in gone if i not in parts.positions)
+    if missing:
+        raise KnowledgeIndexError(f"cannot delete {missing[:5]}: no such entries")
+    old_n = len(parts.entries)
+    keep = np.ones(old_n, dtype=bool)
+    for entry_id in (*gone, *new_ids):
+        at = parts.positions.get(entry_id)
+        if at is not None:
+            keep[at] = False
+    source = _merge_order(parts, keep, new_ids)
+    n = int(source.shape[0])
+    from_old = source >= 0
+    old_to_new = np.full(old_n, -1, dtype=np.int64)
+    old_to_new[source[from_old]] = np.flatnonzero(from_old)
+    new_at = np.empty(len(new), dtype=np.int64)
+    new_at[-1 - source[~from_old]] = np.flatnonzero(~from_old)
+    entries = _Spliced(parts.entries, new, source)
+    positions = {entry_id: p for p, entry_id in enumerate(_ids(parts, source, new_ids))}
+    analyzer = Analyzer(settings.analyzer)
+    lexical = _lexical(parts.lexical, settings, analyzer, new, old_to_new, new_at, n)
+    exact, alias = _phrases(parts, old_to_new, new, new_at, analyzer, exact_ids, exact_titles)
+    masks = _masks(parts, source, from_old, new)
+    digests = _digests(parts, source, from_old, new)
+    old_links = parts.links if parts.links is not None else links_of(parts.entries)
+    links = {k: v for k, v in old_links.items() if k in positions}
+    links.update(links_of(new))
+    return Parts(
+        entries=entries,
+        positions=positions,
+        settings=settings,
+        lexical=lexical,
+        exact_index=exact,
+        alias_index=alias,
+        relations=relations_of(links, positions),
+        links=links,
+        phrase_keys=(exact_ids, exact_titles),
+        issues=parts.issues,
+        digests=digests,
+        # Sections holding arrays are per entry and no longer line up: their owner adds
+        # them again. Meta-only sections (e.g. how documents were chunked) carry over.
+        sections={k: v for k, v in parts.sections.items() if not v.arrays},
+        **masks,
+    )
+
+
+def _old_ids(parts: Parts) -> list[str]:
+    ids = getattr(parts.positions, "table", None)  # a loaded snapshot's sorted id table
+    return list(ids) if ids is not None else list(parts.positions)
+
+
+def _merge_order(parts: Parts, keep: MaskArray, new_ids: list[str]) -> I64:
+    """For each new position (ids in code point order): its old position, or ``-1 - i``
+    for the i-th new entry."""
+    old_ids = _old_ids(parts)
+    kept = np.flatnonzero(keep)
+    merged = sorted(
+        [(old_ids[p], int(p)) for p in kept] + [(i, -1 - k) for k, i in enumerate(new_ids)]
+    )
+    return np.fromiter((src for _, src in merged), np.int64, len(merged))
+
+
+def _ids(parts: Parts, source: I64, new_ids: list[str]) -> list[str]:
+    old_ids = _old_ids(parts)
+    return [old_ids[s] if s >= 0 else new_ids[-1 - s] for s in source.tolist()]
+
+
+def _lexical(
+    old: LexicalIndex,
+    settings: IndexSettings,
+    analyzer: Analyzer,
+    new: Sequence[KnowledgeEntry],
+    old_to_new: I64,
+    new_at: I64,
+    n: int,
+) -> LexicalIndex:
+    """The old rows renumbered and the new entries' rows merged in, scored afresh."""
+    names, pair_field, pair_sources, readers = text_readers(settings)
+    builder = LexicalIndexBuilder(names, pair_field=pair_field, pair_sources=pair_sources)
+    vocabulary = old.vocabulary
+    if isinstance(vocabulary, HashedStrings):  # a loaded snapshot: term id = string number
+        builder.vocabulary = {term: n for n, term in enumerate(vocabulary.strings)}
+    else:
+        builder.vocabulary = dict(vocabulary)
+    old_single = len(builder.vocabulary)
+    ids_of = term_ids_reader(analyzer, builder)
+    for entry in new:
+        builder.add_ids([ids_of(text) if (text := read(entry)) else [] for read in readers])
+    single = len(builder.vocabulary)
+    terms, local_docs = builder.occurrences()
+    docs = [new_at[d] for d in local_docs]
+    scale = max(n, 1)
+    # Old pairs keyed for the grown vocabulary (order kept: every second term < V).
+    old_keys_v = old.pair_keys
+    old_pairs = old_keys_v // max(old_single, 1) * single + old_keys_v % max(old_single, 1)
+    new_pairs: I64 = _NO
+    owners: npt.NDArray[Any] = _NO
+    if pair_field is not None:
+        new_pairs, owners = builder.pair_occurrences(terms, local_docs)
+    new_pair_docs = new_at[owners]
+    pair_keys = _sorted_union(old_pairs, new_pairs)
+    rows = np.repeat(np.arange(old.indptr.shape[0] - 1, dtype=np.int64), np.diff(old.indptr))
+    if old_pairs.shape[0]:
+        paired = rows >= old_single
+        rows[paired] = single + np.searchsorted(pair_keys, old_pairs[rows[paired] - old_single])
+    old_docs = old_to_new[np.asarray(old.docs, dtype=np.int64)]
+    live = old_docs >= 0
+    fields = list(builder.fields)
+    postings = []
+    for f, name in enumerate(fields):
+        tf = old.frequencies[f].span(0, old.docs.shape[0])
+        pick = live & (tf > 0)
+        old_keys = rows[pick] * scale + old_docs[pick]
+        if name == pair_field:
+            add_rows = single + np.searchsorted(pair_keys, new_pairs)
+            add_keys, add_tf = _counted(add_rows * scale + new_pair_docs)
+        else:
+            add_keys, add_tf = _counted(terms[f].astype(np.int64) * scale + docs[f])
+        keys = np.concatenate([old_keys, add_keys])
+        order = np.argsort(keys, kind="stable")  # two sorted runs: a linear merge
+        postings.append((keys[order], np.concatenate([tf[pick], add_tf])[order]))
+    lengths = np.zeros((len(fields), n), dtype=np.int32)
+    kept = np.flatnonzero(old_to_new >= 0)
+    lengths[:, old_to_new[kept]] = np.asarray(old.lengths)[:, kept]
+    if new:
+        counted = [np.bincount(d, minlength=len(new)) for d in local_docs]
+        if pair_field is not None:
+            counted.append(np.bincount(owners, minlength=len(new)))
+        lengths[:, new_at] = np.array(counted, dtype=np.int32)
+    has_pairs = pair_field is not None
+    return rows_of(
+        fields, settings, builder.vocabulary, pair_keys, postings, lengths, has_pairs=has_pairs
+    )
+
+
+_NO: I64 = np.empty(0, dtype=np.int64)
+
+
+def _sorted_union(old: I64, new: I64) -> I64:
+    """``old`` (sorted, distinct) with the keys of ``new`` it lacks, sorted: O(len(old))."""
+    fresh = np.unique(new).astype(np.int64)
+    if not old.shape[0] or not fresh.shape[0]:
+        return np.concatenate([old, fresh]).astype(np.int64)
+    at = np.searchsorted(old, fresh)
+    present = (at < old.shape[0]) & (old[np.minimum(at, old.shape[0] - 1)] == fresh)
+    return np.insert(old, at[~present], fresh[~present]).astype(np.int64)
+
+
+def _counted(keys: I64) -> tuple[I64, I64]:
+    unique, counts = np.unique(keys, return_counts=True)
+    return unique.astype(np.int64), counts.astype(np.int64)
+
+
+def _phrases(
+    parts: Parts,
+    old_to_new: I64,
+    new: Sequence[KnowledgeEntry],
+    new_at: I64,
+    analyzer: Analyzer,
+    exact_ids: bool,
+    exact_titles: bool,
+) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+    added = phrases_of(new, analyzer, exact_ids, exact_titles)
+    out = []
+    for old_map, new_map in zip((parts.exact_index, parts.alias_index), added, strict=True):
+        merged: dict[str, list[int]] = {}
+        for key, docs in old_map.items():
+            kept = [int(old_to_new[d]) for d in docs if old_to_new[d] >= 0]
+            if kept:
+                merged[key] = kept
+        for key, docs in new_map.items():
+            merged.setdefault(key, []).extend(int(new_at[d]) for d in docs)
+        out.append({k: tuple(sorted(v)) for k, v in merged.items()})
+    return out[0], out[1]
+
+
+def _masks(
+    parts: Parts, source: I64, from_old: MaskArray, new: Sequence[KnowledgeEntry]
+) -> dict[str, Any]:
+    fresh = [new[-1 - s] for s in source[~from_old].tolist()]
+    n = int(source.shape[0])
+
+    def spliced(old: Any, added: list[Any], dtype: Any) -> Any:
+        out = np.zeros(n, dtype=dtype)
+        out[from_old] = np.asarray(old)[source[from_old]]
+        out[~from_old] = added
+        return out
+
+    active = spliced(parts.active, [e.status == "active" for e in fresh], bool)
+    universal = spliced(parts.universal, [not e.integrations for e in fresh], bool)
+    domains = dict(parts.domains)
+    added = [domains.setdefault(e.domain.casefold(), len(domains)) for e in fresh]
+    codes = spliced(parts.domain_codes, added, np.int32)
+    masks: dict[str, MaskArray] = {
+        name: spliced(mask, [False] * len(fresh), bool)
+        for name, mask in parts.integration_masks.items()
+    }
+    for at, entry in zip(np.flatnonzero(~from_old).tolist(), fresh, strict=True):
+        for name in {i.casefold() for i in entry.integrations}:
+            masks.setdefault(name, np.zeros(n, dtype=bool))[at] = True
+    return {
+        "active": active,
+        "universal": universal,
+        "domains": domains,
+        "domain_codes": codes,
+        "integration_masks": masks,
+    }
+
+
+def _digests(
+    parts: Parts, source: I64, from_old: MaskArray, new: Sequence[KnowledgeEntry]
+) -> npt.NDArray[np.uint8] | None:
+    if parts.digests is None:
+        return None  # computed when saved
+    out = np.zeros((source.shape[0], 32), dtype=np.uint8)
+    out[from_old] = np.asarray(parts.digests).reshape(-1, 32)[source[from_old]]
+    fresh = [new[-1 - s] for s in source[~from_old].tolist()]
+    if fresh:
+        out[~from_old] = np.frombuffer(b"".join(map(entry_digest, fresh)), np.uint8).reshape(-1, 32)
+    return out
