@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from groundwire import KnowledgeBase
 from groundwire.cli import app
 
 runner = CliRunner()
@@ -187,3 +188,68 @@ def test_search_by_channels_sees_only_the_principals_view(kb: str, tmp_path: Pat
         assert result.exit_code == 0, result.output
         hits = [hit["id"] for hit in json.loads(result.output)["hits"]]
         assert set(hits) == {"acme.keys", "shared.keys"}
+
+
+# -- ingest --update on a labeled snapshot ---------------------------------------------------
+def _ingest(docs: Path, out: Path, policy: Path, *more: str) -> dict[str, Any]:
+    done = run("ingest", str(docs), "--out", str(out), "--access", str(policy), *more, "--json")
+    assert done.exit_code == 0, done.output
+    return json.loads(done.output)  # type: ignore[no-any-return]
+
+
+def _searches(snapshot: Path) -> list[list[str]]:
+    """What three principals find for two queries in ``snapshot``."""
+    principals = [
+        ["--tenant", "acme", "--subject", "h", "--group", "hr"],
+        ["--tenant", "acme", "--subject", "s"],
+        ["--tenant", "beta", "--subject", "b"],
+    ]
+    return [
+        ids(run("search", str(snapshot), query, *who, "--json").output)
+        for query in ("rotate keys", "payroll bonus")
+        for who in principals
+    ]
+
+
+def test_an_update_labels_new_and_changed_files_as_a_rebuild_does(
+    docs: Path, tmp_path: Path
+) -> None:
+    policy, out, rebuilt = docs / "access.yaml", tmp_path / "snap", tmp_path / "rebuilt"
+    _ingest(docs, out, policy)
+    (docs / "hr" / "bonus.md").write_text("# Bonus\nPayroll bonus keys.", encoding="utf-8")
+    (docs / "guide.md").write_text("# Guide\nRotate signing keys weekly.", encoding="utf-8")
+    updated = _ingest(docs, out, policy, "--update")
+    assert (updated["added"], updated["changed"], updated["unchanged"]) == (1, 1, 1)
+    assert updated["relabeled"] == 0  # the same policy: unchanged chunks keep their labels
+    fresh = _ingest(docs, rebuilt, policy)
+    assert updated["source_manifest_hash"] == fresh["source_manifest_hash"]  # labels included
+    assert _searches(out) == _searches(rebuilt)
+    assert ids(run("search", str(out), "payroll bonus", "--tenant", "acme", "--subject", "s",
+                   "--json").output) == []  # fmt: skip
+
+
+def test_a_labeled_snapshot_is_not_updated_without_its_policy(docs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "snap"
+    before = _ingest(docs, out, docs / "access.yaml")
+    (docs / "hr" / "bonus.md").write_text("# Bonus\nPayroll bonus keys.", encoding="utf-8")
+    done = run("ingest", str(docs), "--out", str(out), "--update")
+    assert done.exit_code == 1
+    assert "labeled by an access policy" in done.output
+    after = KnowledgeBase.describe_snapshot(out)
+    assert after["source_manifest_hash"] == before["source_manifest_hash"]  # left intact
+
+
+def test_an_update_with_another_policy_relabels_like_a_rebuild(docs: Path, tmp_path: Path) -> None:
+    out, rebuilt = tmp_path / "snap", tmp_path / "rebuilt"
+    _ingest(docs, out, docs / "access.yaml")
+    other = tmp_path / "other.yaml"  # hr moves to tenant beta; guide.md is matched by no rule
+    other.write_text('rules:\n  - paths: ["hr/**"]\n    tenant: beta\n', encoding="utf-8")
+    updated = _ingest(docs, out, other, "--update")
+    assert (updated["relabeled"], updated["removed"], updated["added"]) == (1, 0, 0)
+    assert updated["entries"] == 1  # guide.md's chunk is deleted, with the reason
+    assert any("guide.md" in s["path"] and "no rule" in s["reason"] for s in updated["skipped"])
+    fresh = _ingest(docs, rebuilt, other)
+    assert updated["source_manifest_hash"] == fresh["source_manifest_hash"]
+    assert _searches(out) == _searches(rebuilt)
+    assert ids(run("search", str(out), "payroll", "--tenant", "beta", "--subject", "b",
+                   "--json").output) == ["hr/pay.md#0"]  # fmt: skip

@@ -92,7 +92,7 @@ def _copy(snapshot: Path, into: Path) -> Path:
     return target
 
 
-def bit_flip(snapshot: Path, into: Path, part: str = "relations.targets.*.npy") -> Path:
+def bit_flip(snapshot: Path, into: Path, part: str = "links.indptr.*.npy") -> Path:
     target = _copy(snapshot, into)
     [victim] = target.glob(part)
     data = bytearray(victim.read_bytes())
@@ -207,7 +207,7 @@ def test_a_damaged_snapshot_is_one_error(
 
 
 def test_a_bit_flipped_snapshot_never_answers(snapshots: dict[str, Path], tmp_path: Path) -> None:
-    # Old: IndexError traceback from the documents-or-entries peek.
+    # Old: IndexError traceback from the documents-or-entries peek (format 1 relations).
     target = bit_flip(snapshots["entries"], tmp_path)
     assert_one_error(groundwire("search", target, "rotate api key"), "does not match its SHA-256")
 

@@ -127,6 +127,26 @@ def test_ingest_fetches_urls_when_private_addresses_are_allowed(
     assert site.url("/guide.html") in found.stdout
 
 
+def test_an_update_fetches_urls_again_with_the_same_guards(
+    site: HostileServer, tmp_path: Path, repo: Path
+) -> None:
+    given = (site.url("/guide.html"), repo / "docs" / "guide.md", "--out", tmp_path / "snap")
+    assert ingest(*given, "--allow-private-addresses").exit_code == 0
+    same = ingest(*given, "--update", "--allow-private-addresses")
+    assert same.exit_code == 0, same.output
+    summary = json.loads(same.stdout)
+    assert (summary["unchanged"], summary["added"], summary["removed"]) == (2, 0, 0)
+    assert summary["chunks_upserted"] == summary["chunks_deleted"] == 0
+    # Without --allow-private-addresses the page is refused, as a rebuild refuses it: it
+    # is listed with the reason and its chunks go, so the snapshot equals that rebuild.
+    refused = json.loads(ingest(*given, "--update").stdout)
+    reasons = {item["path"]: item["reason"] for item in refused["skipped"]}
+    assert "127.0.0.1 is a loopback address" in reasons[site.url("/guide.html")]
+    assert (refused["removed"], refused["unchanged"]) == (1, 1)
+    sources = {entry.metadata["source_id"] for entry in KnowledgeBase.load(tmp_path / "snap")}
+    assert sources == {"guide.md"}
+
+
 def test_a_url_that_cannot_be_fetched_is_skipped_with_the_reason(
     site: HostileServer, tmp_path: Path, repo: Path
 ) -> None:

@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from groundwire.access.labels import ACL_KEY, TENANT_KEY, Labels, read_labels
 from groundwire.config import ChunkingConfig
 from groundwire.errors import KnowledgeIndexError, SourceError
 from groundwire.index.parts import SnapshotSection
-from groundwire.access.labels import ACL_KEY, TENANT_KEY, Labels, read_labels
 from groundwire.ingest.chunking import chunk_document, chunks_to_documents
 from groundwire.ingest.policy import AccessPolicy, label_chunks
 from groundwire.model import Document, KnowledgeEntry, LoadedDocument, SkippedSource
@@ -92,7 +92,7 @@ def _checked_policy(
     labeled_by = found.get(_ACCESS)
     if labeled_by is not None and access is None:
         raise KnowledgeIndexError(_UNLABELED)
-    return labeled_by != wanted[_ACCESS]
+    return bool(labeled_by != wanted[_ACCESS])
 
 
 def _refusal(policy: AccessPolicy) -> str:
@@ -170,7 +170,7 @@ def document_changes(
             unchanged.append(source)
             continue
         try:
-            chunks = chunk_document(document, config)
+            chunks = list(chunk_document(document, config))
         except SourceError as exc:
             skipped.append(SkippedSource(document.path, str(exc)))
             continue

@@ -13,8 +13,6 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
 from groundwire.access.authorize import authorize_mask, check_callback
 from groundwire.config import (
     ChunkingConfig,

@@ -74,7 +74,9 @@ def is_snapshot(path: str | os.PathLike[str]) -> bool:
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(folder / storage.MANIFEST, flags)
     except FileNotFoundError:
-        return not authored and any(storage.OBJECT_NAME.fullmatch(name) for name in os.listdir(folder))
+        return not authored and any(
+            storage.OBJECT_NAME.fullmatch(name) for name in os.listdir(folder)
+        )
     except OSError:  # a symlink (O_NOFOLLOW) or unreadable: damaged, unless authored
         return not authored
     try:
