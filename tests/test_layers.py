@@ -3,7 +3,7 @@
 The order, lowest first::
 
     model < errors < i18n < config < text < embed < access < ingest < index < retrieve
-          < context < ground < memory < llm < memory.pipeline < eval < interfaces (cli,
+          < backends < context < ground < memory < llm < memory.pipeline < eval < interfaces (cli,
           server, mcp, integrations) and groundwire/__init__.py
 
 ``memory.pipeline`` (the memory write pipeline) is a layer of its own above ``llm``: it
@@ -41,6 +41,7 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("index",),
     ("sync",),  # source sync: adapters, custody and the ledger (ingest) into snapshots (index)
     ("retrieve",),
+    ("backends",),  # search backends (embedded adapter, Milvus): same contract as the index
     ("context",),
     ("ground",),
     ("memory",),  # agent memory: a SQLite store with its own recall, below the clients

@@ -24,6 +24,9 @@ from groundwire.access import (
 from groundwire.access.governance import aexecute as aexecute_mutation
 from groundwire.access.governance import evaluate as evaluate_mutation
 from groundwire.access.governance import execute as execute_mutation
+from groundwire.backends import BackendHit, BackendStats, EmbeddedBackend, SearchBackend
+from groundwire.backends.milvus import MilvusBackend, sync_milvus
+from groundwire.backends.milvus import SyncReport as MilvusSyncReport
 from groundwire.config import (
     AnalyzerConfig,
     ChunkingConfig,
@@ -56,6 +59,7 @@ from groundwire.errors import (
     AccessDeniedError,
     AccessError,
     AuditIntegrityError,
+    BackendError,
     CitationError,
     ConfigError,
     CustodyError,
@@ -221,6 +225,9 @@ __all__ = [
     "AuditEnvelope",
     "AuditIntegrityError",
     "AuditSink",
+    "BackendError",
+    "BackendHit",
+    "BackendStats",
     "BlockReason",
     "BuildResult",
     "CachedEmbedder",
@@ -247,6 +254,7 @@ __all__ = [
     "Custody",
     "CustodyError",
     "Document",
+    "EmbeddedBackend",
     "Embedder",
     "EmbeddingCache",
     "EmbeddingError",
@@ -307,6 +315,8 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "Message",
+    "MilvusBackend",
+    "MilvusSyncReport",
     "MissingExtraError",
     "MutationPlan",
     "MutationRequest",
@@ -335,6 +345,7 @@ __all__ = [
     "ScopedReader",
     "ScoredEntry",
     "Screened",
+    "SearchBackend",
     "Section",
     "Selection",
     "SendGate",
@@ -401,5 +412,6 @@ __all__ = [
     "screen_texts",
     "search_channels",
     "search_knowledge_base_tool",
+    "sync_milvus",
     "validate_citations",
 ]

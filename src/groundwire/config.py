@@ -359,6 +359,27 @@ HNSW_EF_SEARCH: Final = 128
 #: a graph walk that must skip most nodes loses recall and speed (docs/HYBRID.md).
 ANN_EXACT_BELOW_SHARE: Final = 0.1
 
+# --- Milvus backend (groundwire.backends.milvus, docs/MILVUS.md) ------------------------------
+#: Milvus's own cap on a search's limit (topk) and on offset + limit of a query.
+MILVUS_MAX_LIMIT: Final = 16_384
+#: Largest VARCHAR Milvus stores (bytes): an analyzed field or a record past it is refused.
+MILVUS_MAX_VARCHAR: Final = 65_535
+#: Capacity of the ARRAY fields (integrations, ACL labels, phrase keys); Milvus allows 4,096.
+MILVUS_MAX_ARRAY: Final = 1_024
+#: Largest phrase key stored for exact/alias lookup (bytes of its space-joined terms).
+MILVUS_MAX_PHRASE_BYTES: Final = 2_048
+#: Rows per insert/upsert call: well under gRPC's 64 MiB message cap for 384-dim vectors.
+MILVUS_BATCH_ROWS: Final = 1_000
+#: First per-field depth of the exact lexical top-k (threshold algorithm), as a multiple
+#: of k; deepened 4x until the k-th sum beats every unseen document's bound.
+MILVUS_LEXICAL_DEPTH: Final = 3
+#: Extra hits asked for beyond k, so ties at the k-th score break on id client-side.
+MILVUS_TIE_MARGIN: Final = 16
+#: Seconds one Milvus call may take before it fails (pymilvus retries transient errors).
+MILVUS_TIMEOUT_S: Final = 30.0
+#: Read-after-write: a sync's rows are searchable by the next query.
+MILVUS_CONSISTENCY: Final = "Strong"
+
 # --- Model providers: time, retries, defaults ------------------------------------------------
 #: Seconds one provider attempt waits to connect and for each read: a long answer streams
 #: for a while, but a server silent for a minute is down, not thinking.

@@ -17,6 +17,8 @@ The tree::
     │   └── IndexFormatError   a saved snapshot is unreadable, tampered with, or of another format
     ├── EmbeddingError         an embedder failed: model missing, server unreachable, bad vectors
     ├── MemoryStoreError       an agent memory store cannot be opened, upgraded or written
+    ├── BackendError           a search backend (Milvus) is unreachable, refused a call or
+    │                          holds a collection of another shape
     ├── AccessError            an access check or a governed mutation cannot proceed
     │   ├── AccessDeniedError  the knowledge access guard denied an operation
     │   └── AuditIntegrityError  an audit log was edited, reordered or had records removed
@@ -38,6 +40,7 @@ __all__ = [
     "AccessDeniedError",
     "AccessError",
     "AuditIntegrityError",
+    "BackendError",
     "CitationError",
     "ConfigError",
     "CustodyError",
@@ -144,6 +147,11 @@ class EmbeddingError(GroundwireError):
 class MemoryStoreError(GroundwireError):
     """An agent memory store cannot be opened, upgraded or written; the message names the
     file and the fix (a newer schema, a file that is not a memory store, a closed store)."""
+
+
+class BackendError(GroundwireError):
+    """A search backend failed: unreachable, a refused call, or a collection built for
+    other settings; the message names the backend, the collection and the fix."""
 
 
 class AccessError(GroundwireError):

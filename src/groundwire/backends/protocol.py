@@ -1,0 +1,85 @@
+"""The search-backend contract: what the embedded snapshot and Milvus both answer.
+
+A backend holds the entries of one knowledge base and answers four questions under a
+declarative :class:`~groundwire.Filter` applied *before* any top-k:
+
+* :meth:`SearchBackend.lexical` — BM25 of the query's analyzed terms, per-field sum with
+  the snapshot's field weights, statistics over the whole knowledge base;
+* :meth:`SearchBackend.phrase` — entries whose id/title (exact) or alias occurs as a
+  phrase in the query, scored with the exact and alias boosts;
+* :meth:`SearchBackend.dense` — cosine of a unit query vector with each entry's vector;
+* :meth:`SearchBackend.fetch` / :meth:`SearchBackend.stats` — records by id, and what the
+  backend holds.
+
+Every list is best first, ties broken on id by code point; every hit carries an
+``explanation`` (per-field contributions for lexical, the boosts for phrase, the cosine
+for dense) that sums to its score. ``tests/backends/conformance.py`` is the shared suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.model import Filter, KnowledgeEntry
+
+__all__ = ["BackendHit", "BackendStats", "SearchBackend", "sort_hits"]
+
+
+@dataclass(frozen=True, slots=True)
+class BackendHit:
+    """One ranked id of a backend channel, its score and why (parts summing to the score)."""
+
+    id: str
+    score: float
+    explanation: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendStats:
+    """What a backend holds: record count, lexical fields and weights, vectors, snapshot."""
+
+    backend: str
+    count: int
+    field_weights: Mapping[str, float]
+    scoring: str
+    k1: float
+    b: float
+    dimensions: int | None = None
+    model_id: str | None = None
+    snapshot: str | None = None  # the digest of the snapshot this backend mirrors
+
+
+@runtime_checkable
+class SearchBackend(Protocol):
+    """A store that ranks one knowledge base's entries with the embedded index's meaning."""
+
+    def lexical(self, query: str, flt: Filter, k: int) -> list[BackendHit]:
+        """The ``k`` best eligible entries by BM25 (see the module docstring)."""
+        ...
+
+    def phrase(self, query: str, flt: Filter) -> list[BackendHit]:
+        """Eligible entries named by a phrase of ``query``: exact and alias boosts."""
+        ...
+
+    def dense(self, vector: npt.NDArray[np.float32], flt: Filter, k: int) -> list[BackendHit]:
+        """The ``k`` eligible entries whose vectors are most similar to ``vector``."""
+        ...
+
+    def fetch(self, ids: Sequence[str]) -> list[KnowledgeEntry]:
+        """The entries with these ids, in the order given; unknown ids are left out."""
+        ...
+
+    def stats(self) -> BackendStats:
+        """Counts and parameters of what the backend holds."""
+        ...
+
+
+def sort_hits(hits: Sequence[BackendHit], k: int | None = None) -> list[BackendHit]:
+    """Hits best first, ties on id by code point, cut to ``k``."""
+    ordered = sorted(hits, key=lambda hit: (-hit.score, hit.id))
+    return ordered if k is None else ordered[:k]
