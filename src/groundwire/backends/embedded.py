@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundwire.access.filters import LabelIndex
-from groundwire.backends.protocol import BackendHit, BackendStats, sort_hits
+from groundwire.backends.protocol import BackendHit, BackendStats, cut_links, links, sort_hits
 from groundwire.config import DEFAULT_ALIAS_BOOST, DEFAULT_EXACT_BOOST
 from groundwire.errors import QueryError
 from groundwire.index.knowledge_base import KnowledgeBase, check_k, check_query
@@ -115,10 +115,17 @@ class EmbeddedBackend:
             for doc, score in zip(docs, scores, strict=True)
         ]
 
-    def fetch(self, ids: Sequence[str]) -> list[KnowledgeEntry]:
-        """The entries with these ids, in the order given; unknown ids are left out."""
-        found = (self._kb.get(entry_id) for entry_id in ids)
-        return [entry for entry in found if entry is not None]
+    def fetch(self, ids: Sequence[str], flt: Filter | None = None) -> list[KnowledgeEntry]:
+        """The entries with these ids, in the order given; unknown ids are left out (with
+        ``flt``: only eligible ones, links cut to eligible ids)."""
+        kb = self._kb
+        found = [entry for entry in map(kb.get, ids) if entry is not None]
+        if flt is None:
+            return found
+        mask = self.mask(flt)
+        allowed = {e.id for e in found} | set(links(found))
+        visible = {i for i in allowed if kb.is_eligible(i, mask)}
+        return [cut_links(entry, visible) for entry in found if entry.id in visible]
 
     def stats(self) -> BackendStats:
         """What the snapshot holds."""

@@ -18,8 +18,8 @@ for dense) that sums to its score. ``tests/backends/conformance.py`` is the shar
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from groundwire.model import Filter, KnowledgeEntry
 
-__all__ = ["BackendHit", "BackendStats", "SearchBackend", "sort_hits"]
+__all__ = ["BackendHit", "BackendStats", "SearchBackend", "cut_links", "links", "sort_hits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +70,32 @@ class SearchBackend(Protocol):
         """The ``k`` eligible entries whose vectors are most similar to ``vector``."""
         ...
 
-    def fetch(self, ids: Sequence[str]) -> list[KnowledgeEntry]:
-        """The entries with these ids, in the order given; unknown ids are left out."""
+    def fetch(self, ids: Sequence[str], flt: Filter | None = None) -> list[KnowledgeEntry]:
+        """The entries with these ids, in the order given; unknown ids are left out.
+
+        With ``flt``, only eligible entries, their ``related``/``parent`` cut to eligible
+        ids (what a principal may be shown); without, the host's unscoped records.
+        """
         ...
 
     def stats(self) -> BackendStats:
         """Counts and parameters of what the backend holds."""
         ...
+
+
+def cut_links(entry: KnowledgeEntry, visible: Set[str]) -> KnowledgeEntry:
+    """``entry`` with ``related``/``parent`` cut to ``visible`` ids."""
+    related = tuple(i for i in entry.related if i in visible)
+    parent = entry.parent if entry.parent in visible else None
+    if related == entry.related and parent == entry.parent:
+        return entry
+    return replace(entry, related=related, parent=parent)
+
+
+def links(entries: Sequence[KnowledgeEntry]) -> list[str]:
+    """Every id the entries link to (related, then parent), once each, in order."""
+    out = [i for e in entries for i in (*e.related, *([e.parent] if e.parent else []))]
+    return list(dict.fromkeys(out))
 
 
 def sort_hits(hits: Sequence[BackendHit], k: int | None = None) -> list[BackendHit]:

@@ -27,7 +27,7 @@ from groundwire.backends.milvus.schema import (
     quote,
     settings_from_json,
 )
-from groundwire.backends.protocol import BackendHit, BackendStats, sort_hits
+from groundwire.backends.protocol import BackendHit, BackendStats, cut_links, links, sort_hits
 from groundwire.config import (
     DEFAULT_ALIAS_BOOST,
     DEFAULT_EXACT_BOOST,
@@ -279,8 +279,15 @@ class MilvusBackend:
         return out
 
     # -- records --------------------------------------------------------------------------
-    def fetch(self, ids: Sequence[str]) -> list[KnowledgeEntry]:
-        """The entries with these ids, in the order given; unknown ids are left out."""
+    def fetch(self, ids: Sequence[str], flt: Filter | None = None) -> list[KnowledgeEntry]:
+        """The entries with these ids, in the order given; unknown ids are left out (with
+        ``flt``: only eligible ones, links cut to eligible ids)."""
+        if flt is not None:
+            expr = compile_filter(flt)
+            shown = set(self._eligible(expr, ids))
+            found = self.fetch([i for i in ids if i in shown])
+            visible = set(self._eligible(expr, links(found))) | shown
+            return [cut_links(entry, visible) for entry in found]
         conn = self._conn
         found: dict[str, KnowledgeEntry] = {}
         unique = list(dict.fromkeys(ids))
