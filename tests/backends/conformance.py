@@ -392,11 +392,10 @@ class BackendConformance:
                 if admits(flt, e)
             ),
             key=lambda item: (-item[1], item[0]),
-        )[:7]
+        )
         got = ranked(full.dense(vector, flt, 7))
-        assert [i for i, _ in got] == [i for i, _ in want] or _tied(got, want)
-        for (_, a), (_, b) in zip(got, want, strict=True):
-            assert a == pytest.approx(b, abs=1e-5)
+        assert len(got) == min(7, len(want))
+        assert_same_up_to_ties(got, want)
 
     def test_dense_rejects_bad_vectors(self, full: SearchBackend) -> None:
         with pytest.raises(QueryError):
@@ -423,8 +422,15 @@ class BackendConformance:
         assert stats.k1 == full_kb.settings.k1
 
 
-def _tied(got: Sequence[tuple[str, float]], want: Sequence[tuple[str, float]]) -> bool:
-    """Float32 cosines may order near-equal scores differently: same ids per score level."""
-    return len(got) == len(want) and all(
-        abs(a - b) <= 1e-5 for (_, a), (_, b) in zip(got, want, strict=True)
-    )
+def assert_same_up_to_ties(
+    got: Sequence[tuple[str, float]], want: Sequence[tuple[str, float]], tol: float = 1e-5
+) -> None:
+    """Same scores position by position; an id may differ from the reference only where
+    the reference holds another score within ``tol`` (float32 near-ties of another
+    summation order). ``want`` may be longer than ``got`` (ties across the cut)."""
+    assert len(got) <= len(want)
+    for n, (entry_id, score) in enumerate(got):
+        assert score == pytest.approx(want[n][1], rel=tol, abs=tol)
+        level = {i for i, s in want if abs(s - want[n][1]) <= tol * max(1.0, abs(s))}
+        assert entry_id in level, (n, entry_id, want[n])
+    assert len({i for i, _ in got}) == len(got)
