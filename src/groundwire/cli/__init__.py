@@ -25,6 +25,7 @@ from groundwire.cli import (
     build,
     checks,
     evaluate,
+    export,
     grounding,
     memory,
     memory_worker,
@@ -35,4 +36,4 @@ from groundwire.cli.app import app, main
 __all__ = ["app", "main"]
 
 # The command modules register themselves on ``app`` when imported.
-_COMMANDS = (grounding, checks, build, evaluate, ask, memory, memory_worker, sync)
+_COMMANDS = (grounding, checks, build, evaluate, ask, memory, memory_worker, sync, export)

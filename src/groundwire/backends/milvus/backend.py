@@ -285,9 +285,9 @@ class MilvusBackend:
         if flt is not None:
             expr = compile_filter(flt)
             shown = set(self._eligible(expr, ids))
-            found = self.fetch([i for i in ids if i in shown])
-            visible = set(self._eligible(expr, links(found))) | shown
-            return [cut_links(entry, visible) for entry in found]
+            shown_entries = self.fetch([i for i in ids if i in shown])
+            visible = set(self._eligible(expr, links(shown_entries))) | shown
+            return [cut_links(entry, visible) for entry in shown_entries]
         conn = self._conn
         found: dict[str, KnowledgeEntry] = {}
         unique = list(dict.fromkeys(ids))

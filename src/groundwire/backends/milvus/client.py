@@ -148,6 +148,12 @@ class MilvusConnection:
         for name in (self.collection, self.meta):
             if self.call("has_collection", self.client.has_collection, name):
                 self.call("drop_collection", self.client.drop_collection, name)
+            # pymilvus 2.5 keeps a dropped collection's schema cached for inserts: a
+            # collection re-created under the name would be written with the old fields.
+            handler = getattr(self.client, "_get_connection", lambda: None)()
+            cache = getattr(handler, "schema_cache", None)
+            if isinstance(cache, dict):
+                cache.pop(name, None)
 
     def close(self) -> None:
         """Close the client (a Milvus Lite file's server process stops with its last client)."""
