@@ -208,6 +208,7 @@ EXPECTED = [
     "render_memory_block",
     "retrieve",
     "retrieve_evidence",
+    "retrieve_evidence_from",
     "run_tool_loop",
     "screen_texts",
     "search_channels",

@@ -83,6 +83,7 @@ from groundwire.ground import (
     create_grounding_engine,
     retrieve_evidence,
 )
+from groundwire.ground.backend import retrieve_evidence_from
 from groundwire.index import KnowledgeBase, SnapshotSection
 from groundwire.index.cache import BuildResult, SnapshotCache, get_or_build
 from groundwire.index.scoped import ScopedReader
@@ -408,6 +409,7 @@ __all__ = [
     "render_memory_block",
     "retrieve",
     "retrieve_evidence",
+    "retrieve_evidence_from",
     "run_tool_loop",
     "screen_texts",
     "search_channels",

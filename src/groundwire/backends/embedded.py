@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from groundwire.access.filters import LabelIndex
 from groundwire.backends.protocol import BackendHit, BackendStats, cut_links, links, sort_hits
-from groundwire.config import DEFAULT_ALIAS_BOOST, DEFAULT_EXACT_BOOST
+from groundwire.config import DEFAULT_ALIAS_BOOST, DEFAULT_EXACT_BOOST, IndexSettings
 from groundwire.errors import QueryError
 from groundwire.index.knowledge_base import KnowledgeBase, check_k, check_query
 from groundwire.index.lexical import MaskArray
@@ -54,6 +54,11 @@ class EmbeddedBackend:
     def knowledge_base(self) -> KnowledgeBase:
         """The snapshot searched."""
         return self._kb
+
+    @property
+    def settings(self) -> IndexSettings:
+        """The snapshot's index settings."""
+        return self._kb.settings
 
     def mask(self, flt: Filter) -> MaskArray:
         """The positions ``flt`` admits (status, domains, scope, tenant, ACL, ``where``)."""

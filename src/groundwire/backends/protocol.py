@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.config import IndexSettings
 from groundwire.model import Filter, KnowledgeEntry
 
 __all__ = ["BackendHit", "BackendStats", "SearchBackend", "cut_links", "links", "sort_hits"]
@@ -57,6 +58,11 @@ class BackendStats:
 @runtime_checkable
 class SearchBackend(Protocol):
     """A store that ranks one knowledge base's entries with the embedded index's meaning."""
+
+    @property
+    def settings(self) -> IndexSettings:
+        """The index settings its entries were analyzed and weighted with."""
+        ...
 
     def lexical(self, query: str, flt: Filter, k: int) -> list[BackendHit]:
         """The ``k`` best eligible entries by BM25 (see the module docstring)."""

@@ -37,6 +37,7 @@ from groundwire.config import (
     MILVUS_LEXICAL_DEPTH,
     MILVUS_MAX_LIMIT,
     MILVUS_TIE_MARGIN,
+    IndexSettings,
 )
 from groundwire.errors import BackendError, QueryError
 from groundwire.index.knowledge_base import check_k, check_query
@@ -93,6 +94,11 @@ class MilvusBackend:
     def connection(self) -> MilvusConnection:
         """The client and collection names (for sync and tests)."""
         return self._conn
+
+    @property
+    def settings(self) -> IndexSettings:
+        """The index settings the collection was exported with."""
+        return self._settings
 
     @property
     def meta(self) -> dict[str, Any]:
