@@ -434,3 +434,34 @@ def assert_same_up_to_ties(
         level = {i for i, s in want if abs(s - want[n][1]) <= tol * max(1.0, abs(s))}
         assert entry_id in level, (n, entry_id, want[n])
     assert len({i for i, _ in got}) == len(got)
+
+
+class HybridConformance:
+    """Fused channels through a backend equal the embedded pipeline's ``search_channels``."""
+
+    @pytest.mark.parametrize("fusion", ["weighted", "rrf"])
+    @pytest.mark.parametrize("query", QUERIES[:4])
+    def test_hybrid_equals_search_channels(
+        self, full: SearchBackend, full_kb: gw.KnowledgeBase, fusion: str, query: str
+    ) -> None:
+        from groundwire.backends import EmbeddedBackend, hybrid_search
+
+        flt = gw.Filter.of(gw.Principal("acme", "alice", ["eng"]), gw.Scope(("slack",)))
+        settings = gw.HybridSettings(mode="hybrid", fusion=fusion, channel_depth=20)  # type: ignore[arg-type]
+        vectors = hashed_vectors(full_kb)
+        vector = gw.HashingEmbedder(32).embed_query(query)
+        want, _ = gw.search_channels(
+            full_kb,
+            query,
+            10,
+            settings,
+            vectors=vectors,
+            query_vector=vector,
+            mask=EmbeddedBackend(full_kb).mask(flt),
+        )
+        got = hybrid_search(full, query, vector, flt, 10, settings)
+        assert_same_up_to_ties(
+            [(h.id, h.score) for h in got],
+            [(full_kb.entries[h.doc].id, h.score) for h in want],
+            tol=1e-4,
+        )

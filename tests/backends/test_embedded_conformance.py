@@ -12,7 +12,7 @@ import groundwire as gw
 conformance = load_by_path("backend_conformance", Path(__file__).parent / "conformance.py")
 
 
-class TestEmbeddedBackend(conformance.BackendConformance):
+class TestEmbeddedBackend(conformance.BackendConformance, conformance.HybridConformance):
     POOLS_EMPTY_FIELDS = False
     SCORING = "bm25f"
 

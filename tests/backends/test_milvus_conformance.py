@@ -27,7 +27,7 @@ pytestmark = [
 ]
 
 
-class TestMilvusBackend(conformance.BackendConformance):
+class TestMilvusBackend(conformance.BackendConformance, conformance.HybridConformance):
     POOLS_EMPTY_FIELDS = True
     SCORING = "fields"
 

@@ -120,6 +120,34 @@ class EmbeddedBackend:
             for doc, score in zip(docs, scores, strict=True)
         ]
 
+    def _eligible_docs(self, flt: Filter, ids: Sequence[str]) -> list[int]:
+        kb, mask = self._kb, self.mask(flt)
+        docs = (kb.position(entry_id) for entry_id in dict.fromkeys(ids))
+        return [doc for doc in docs if doc is not None and mask[doc]]
+
+    def lexical_scores(self, query: str, flt: Filter, ids: Sequence[str]) -> dict[str, float]:
+        """BM25 of the eligible ``ids`` (0 when one does not match; ineligible left out)."""
+        kb = self._kb
+        query_ids = kb.query_ids([self._terms(query)])
+        return {
+            kb.entry(doc).id: kb.lexical.score_of_ids(query_ids, doc)
+            for doc in self._eligible_docs(flt, ids)
+        }
+
+    def dense_scores(
+        self, vector: npt.NDArray[np.float32], flt: Filter, ids: Sequence[str]
+    ) -> dict[str, float]:
+        """Cosine of the eligible ``ids`` with ``vector`` (ineligible left out)."""
+        vectors = self._vectors
+        if vectors is None:
+            raise QueryError("this backend has no vectors; pass vectors= when creating it")
+        docs = self._eligible_docs(flt, ids)
+        if not docs:
+            return {}
+        scores = vectors.scores(vectors.check_query(vector), docs).tolist()
+        kb = self._kb
+        return {kb.entry(d).id: float(s) for d, s in zip(docs, scores, strict=True)}
+
     def fetch(self, ids: Sequence[str], flt: Filter | None = None) -> list[KnowledgeEntry]:
         """The entries with these ids, in the order given; unknown ids are left out (with
         ``flt``: only eligible ones, links cut to eligible ids)."""

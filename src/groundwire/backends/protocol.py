@@ -76,6 +76,16 @@ class SearchBackend(Protocol):
         """The ``k`` eligible entries whose vectors are most similar to ``vector``."""
         ...
 
+    def lexical_scores(self, query: str, flt: Filter, ids: Sequence[str]) -> dict[str, float]:
+        """BM25 of the eligible ``ids`` (0 when one does not match; ineligible left out)."""
+        ...
+
+    def dense_scores(
+        self, vector: npt.NDArray[np.float32], flt: Filter, ids: Sequence[str]
+    ) -> dict[str, float]:
+        """Cosine of the eligible ``ids`` with ``vector`` (ineligible left out)."""
+        ...
+
     def fetch(self, ids: Sequence[str], flt: Filter | None = None) -> list[KnowledgeEntry]:
         """The entries with these ids, in the order given; unknown ids are left out.
 

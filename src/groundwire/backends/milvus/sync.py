@@ -151,12 +151,16 @@ def _existing(conn: MilvusConnection) -> dict[str, str]:
         last = max(page)  # a page is some rows above ``last``; keep going above its maximum
 
 
-def upsert_entries(conn: MilvusConnection, rows: Sequence[dict[str, Any]]) -> int:
-    """Write rows (from :func:`~groundwire.backends.milvus.schema.entry_row`) in batches."""
+def upsert_entries(
+    conn: MilvusConnection, rows: Sequence[dict[str, Any]], *, new: bool = False
+) -> int:
+    """Write rows (from :func:`entries_rows`) in batches; ``new``: none of their ids is in
+    the collection yet (a plain insert, cheaper than an upsert's delete-then-insert)."""
+    write = conn.client.insert if new else conn.client.upsert
     for start in range(0, len(rows), MILVUS_BATCH_ROWS):
         conn.call(
-            "upsert",
-            conn.client.upsert,
+            "insert" if new else "upsert",
+            write,
             conn.collection,
             list(rows[start : start + MILVUS_BATCH_ROWS]),
         )
@@ -257,7 +261,7 @@ def _sync(
     kept = {row["id"] for row in rows}
     stale = [i for i in existing if i not in kept]
     delete_entries(conn, ids=stale)
-    upsert_entries(conn, changed)
+    upsert_entries(conn, changed, new=not existing)
     digest = snapshot_digest(kb, rows)
     longest = max((k.count(" ") + 1 for k in (*kb.exact_index, *kb.alias_index)), default=1)
     conn.write_meta(
