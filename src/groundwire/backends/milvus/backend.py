@@ -11,7 +11,7 @@ Ties break on id client-side, over a margin of extra hits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,11 +64,14 @@ class MilvusBackend:
         *,
         token: str = "",
         db_name: str = "",
+        client_options: Mapping[str, Any] | None = None,
         exact_boost: float = DEFAULT_EXACT_BOOST,
         alias_boost: float = DEFAULT_ALIAS_BOOST,
         connection: MilvusConnection | None = None,
     ) -> None:
-        self._conn = connection or connect(uri, collection, token=token, db_name=db_name)
+        self._conn = connection or connect(
+            uri, collection, token=token, db_name=db_name, client_options=client_options
+        )
         meta = self._conn.read_meta()
         if meta is None:
             self._conn.close()

@@ -12,7 +12,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -161,10 +161,18 @@ class MilvusConnection:
             self.client.close()
 
 
-def connect(uri: str, collection: str, *, token: str = "", db_name: str = "") -> MilvusConnection:
+def connect(
+    uri: str,
+    collection: str,
+    *,
+    token: str = "",
+    db_name: str = "",
+    client_options: Mapping[str, Any] | None = None,
+) -> MilvusConnection:
     """A connection to ``uri``: a Milvus Lite file (``./kb.db``) or a server
     (``http://host:19530``, ``https://...`` for TLS); ``token`` is ``user:password`` or an
-    API key."""
+    API key; ``client_options`` go to ``MilvusClient`` (TLS files: ``server_pem_path``,
+    ``ca_pem_path``, ``client_pem_path``, ``client_key_path``, ``server_name``)."""
     if not isinstance(collection, str) or not _NAME.match(collection):
         raise BackendError(
             f"collection name {collection!r} is invalid: use letters, digits and underscores, "
@@ -176,6 +184,7 @@ def connect(uri: str, collection: str, *, token: str = "", db_name: str = "") ->
         kwargs["token"] = token
     if db_name:
         kwargs["db_name"] = db_name
+    kwargs.update(client_options or {})
     try:
         client = pymilvus.MilvusClient(**kwargs)
     except Exception as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,6 +205,7 @@ def sync_milvus(
     recreate: bool = False,
     partition_key: bool = False,
     dense_index: dict[str, Any] | None = None,
+    client_options: Mapping[str, Any] | None = None,
     connection: MilvusConnection | None = None,
 ) -> SyncReport:
     """Make collection ``collection`` at ``uri`` mirror ``kb`` (and ``vectors``).
@@ -218,7 +219,9 @@ def sync_milvus(
     started = time.perf_counter()
     if vectors is not None:
         vectors = vectors.check_for(kb)
-    conn = connection or connect(uri, collection, token=token, db_name=db_name)
+    conn = connection or connect(
+        uri, collection, token=token, db_name=db_name, client_options=client_options
+    )
     try:
         return _sync(conn, kb, vectors, recreate, partition_key, dense_index, started)
     finally:
