@@ -166,7 +166,7 @@ def test_export_command(tmp_path: Path) -> None:
 
 def test_export_usage_errors(tmp_path: Path) -> None:
     missing = run("export", str(tmp_path / "nope"), "--milvus", str(tmp_path / "x.db"))
-    assert missing.exit_code == 2
+    assert missing.exit_code == 1
     assert "no such file" in missing.stderr
     no_uri = run("export", str(HANDBOOK))
     assert no_uri.exit_code == 2

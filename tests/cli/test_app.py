@@ -33,6 +33,8 @@ from groundwire.cli import app
 def _args(command: str, kb: str) -> list[str]:
     if command in ("index", "ingest"):
         return [command, kb, "--out", kb + "-snapshot"]
+    if command == "export":
+        return [command, kb, "--milvus", kb + ".db"]
     return [command, kb, "api key"] if command in ("ground", "search", "ask") else [command, kb]
 
 

@@ -179,6 +179,8 @@ KB_COMMANDS = {
     "ask": ["rotate api key", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"],
     "status": [],
     "validate": [],
+    # Damaged input fails before any connection; the URI's folder does not exist anyway.
+    "export": ["--milvus", "/nonexistent-groundwire-dir/kb.db"],
 }
 DOCUMENT_COMMANDS = ("ground", "search", "ask")
 

@@ -78,7 +78,7 @@ def export(
     Search it with groundwire.MilvusBackend(URI, NAME) (docs/MILVUS.md).
     """
     if not snapshot.exists():
-        fail(f"{snapshot}: no such file or folder", EXIT_USAGE)
+        fail(f"{snapshot}: no such file or folder")
     if KnowledgeBase.is_snapshot(snapshot):
         kb = KnowledgeBase.load(snapshot)
     elif is_documents(snapshot):
