@@ -25,8 +25,7 @@ from groundwire.access.governance import aexecute as aexecute_mutation
 from groundwire.access.governance import evaluate as evaluate_mutation
 from groundwire.access.governance import execute as execute_mutation
 from groundwire.backends import BackendHit, BackendStats, EmbeddedBackend, SearchBackend
-from groundwire.backends.milvus import MilvusBackend, sync_milvus
-from groundwire.backends.milvus import SyncReport as MilvusSyncReport
+from groundwire.backends.milvus import MilvusBackend, MilvusSyncReport, sync_milvus
 from groundwire.config import (
     AnalyzerConfig,
     ChunkingConfig,

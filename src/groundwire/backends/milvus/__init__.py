@@ -3,7 +3,7 @@
 from groundwire.backends.milvus.backend import MilvusBackend
 from groundwire.backends.milvus.schema import compile_filter
 from groundwire.backends.milvus.sync import (
-    SyncReport,
+    MilvusSyncReport,
     delete_entries,
     entries_rows,
     sync_milvus,
@@ -12,7 +12,7 @@ from groundwire.backends.milvus.sync import (
 
 __all__ = [
     "MilvusBackend",
-    "SyncReport",
+    "MilvusSyncReport",
     "compile_filter",
     "delete_entries",
     "entries_rows",

@@ -186,7 +186,9 @@ def connect(
         kwargs["db_name"] = db_name
     kwargs.update(client_options or {})
     try:
-        client = pymilvus.MilvusClient(**kwargs)
+        with warnings.catch_warnings():  # a Milvus Lite URI imports milvus_lite here
+            warnings.simplefilter("ignore", UserWarning)
+            client = pymilvus.MilvusClient(**kwargs)
     except Exception as exc:
         raise BackendError(
             f"cannot connect to Milvus at {uri!r}: {str(exc)[:300]}; check the URI (a .db file "

@@ -33,7 +33,7 @@ from groundwire.config import (
     IndexSettings,
 )
 from groundwire.errors import BackendError, QueryError
-from groundwire.index.knowledge_base import FIELD_TEXT
+from groundwire.index.builder import FIELD_TEXT
 from groundwire.model import Filter, KnowledgeEntry
 from groundwire.text import Analyzer
 

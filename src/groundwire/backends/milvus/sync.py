@@ -41,11 +41,11 @@ from groundwire.index.vectors import VectorIndex
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
 
-__all__ = ["SyncReport", "delete_entries", "sync_milvus", "upsert_entries"]
+__all__ = ["MilvusSyncReport", "delete_entries", "sync_milvus", "upsert_entries"]
 
 
 @dataclass(frozen=True, slots=True)
-class SyncReport:
+class MilvusSyncReport:
     """What one sync wrote: rows upserted, deleted and left unchanged, the snapshot digest."""
 
     collection: str
@@ -207,7 +207,7 @@ def sync_milvus(
     dense_index: dict[str, Any] | None = None,
     client_options: Mapping[str, Any] | None = None,
     connection: MilvusConnection | None = None,
-) -> SyncReport:
+) -> MilvusSyncReport:
     """Make collection ``collection`` at ``uri`` mirror ``kb`` (and ``vectors``).
 
     Creates it on first use; afterwards writes only the rows whose digest changed and
@@ -237,7 +237,7 @@ def _sync(
     partition_key: bool,
     dense_index: dict[str, Any] | None,
     started: float,
-) -> SyncReport:
+) -> MilvusSyncReport:
     settings = kb.settings
     dimensions = None if vectors is None else vectors.dimensions
     model_id = None if vectors is None else vectors.model_id
@@ -278,7 +278,7 @@ def _sync(
             "count": len(rows),
         }
     )
-    return SyncReport(
+    return MilvusSyncReport(
         collection=conn.collection,
         upserted=len(changed),
         deleted=len(stale),
