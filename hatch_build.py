@@ -1,8 +1,10 @@
-"""Hatchling build hook: compile the optional C query kernel when a C compiler is available.
+"""Hatchling build hook: compile the optional C kernels when a C compiler is available.
 
-``src/groundwire/index/_kernel.c`` becomes a plain shared library (no Python headers, so
-one build serves every Python version) that ``groundwire.index._kernel`` loads through
-ctypes. Without it groundwire uses its numpy path, which gives identical results.
+``src/groundwire/index/_kernel.c`` (BM25 queries) and ``_dense.c`` (exact dense search)
+become plain shared libraries (no Python headers, so one build serves every Python
+version) that ``groundwire.index._kernel`` and ``._dense`` load through ctypes. Without
+them groundwire uses its numpy paths (identical BM25 results; dense scores equal to
+float32 rounding).
 
 * Regular wheel: the library is compiled into a temporary folder, force-included as
   ``groundwire/index/_gwkernel.<so|dylib|dll>`` and the wheel is tagged platform-specific.
@@ -37,6 +39,9 @@ SOURCE = Path("src", "groundwire", "index", "_kernel.c")
 LIBRARY = "_gwkernel" + (
     ".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so"
 )
+DENSE_SOURCE = Path("src", "groundwire", "index", "_dense.c")
+DENSE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwdense")  # _LIBRARY in index/_dense.py
+KERNELS = ((SOURCE, LIBRARY), (DENSE_SOURCE, DENSE_LIBRARY))
 FLAGS = ["-std=c99", "-O3", "-fPIC", "-shared", "-Wall"]
 _HINT = " Install a C compiler (or set CC) and reinstall to get it."
 
@@ -78,37 +83,42 @@ def compile_kernel(source: Path, target: Path) -> str | None:
 
 
 class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
-    """Compiles ``_kernel.c`` for wheels (included) and editable installs (in ``src/``)."""
+    """Compiles the kernels for wheels (included) and editable installs (in ``src/``)."""
 
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
-        """Compile the kernel and tell hatchling where it goes; never fails the build."""
+        """Compile the kernels and tell hatchling where they go; never fails the build."""
         if self.target_name != "wheel":
             return
+        for source, library in KERNELS:
+            self._kernel(version, build_data, source, library)
+
+    def _kernel(self, version: str, build_data: dict[str, Any], source: Path, library: str) -> None:
         root = Path(self.root)
-        in_tree = root / SOURCE.parent / LIBRARY
+        in_tree = root / source.parent / library
         editable = version == "editable"
         if os.environ.get("GROUNDWIRE_NO_KERNEL") == "1":
             self._pure_python("GROUNDWIRE_NO_KERNEL=1 is set", in_tree if editable else None, "")
             return
         if editable:
-            error = compile_kernel(root / SOURCE, in_tree)
+            error = compile_kernel(root / source, in_tree)
             if error is not None:
                 self._pure_python(error, in_tree, _HINT)
                 return
-            self.app.display_info(f"groundwire: compiled the C query kernel into {in_tree}")
+            self.app.display_info(f"groundwire: compiled {source.name} into {in_tree}")
             return
-        self._scratch = tempfile.mkdtemp(prefix="groundwire-kernel-")
-        built = Path(self._scratch) / LIBRARY
-        error = compile_kernel(root / SOURCE, built)
+        if getattr(self, "_scratch", None) is None:
+            self._scratch = tempfile.mkdtemp(prefix="groundwire-kernel-")
+        built = Path(self._scratch) / library
+        error = compile_kernel(root / source, built)
         if error is not None:
             self._pure_python(error, None, _HINT)
             return
-        build_data["force_include"][str(built)] = f"groundwire/index/{LIBRARY}"
+        build_data["force_include"][str(built)] = f"groundwire/index/{library}"
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
-        self.app.display_info("groundwire: compiled the C query kernel into the wheel")
+        self.app.display_info(f"groundwire: compiled {source.name} into the wheel")
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         """Remove the temporary folder of a regular wheel's library."""
@@ -118,8 +128,8 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
 
     def _pure_python(self, reason: str, stale: Path | None, hint: str) -> None:
         self.app.display_warning(
-            f"groundwire: building without the C query kernel ({reason}); queries use the "
-            f"numpy path (same results, slower).{hint}"
+            f"groundwire: building without a C kernel ({reason}); queries use the numpy "
+            f"path (same results, slower).{hint}"
         )
         if stale is not None and stale.exists():
             stale.unlink()  # an earlier build's library would otherwise still be loaded

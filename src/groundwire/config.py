@@ -903,9 +903,20 @@ class GroundingConfig:
     #: The host's own check, ``authorize(principal, entry) -> bool``, on top of tenant and
     #: ACL labels; only ``True`` allows. Synchronous (an async function is refused).
     authorize: Callable[[Principal | None, KnowledgeEntry], object] | None = None
+    #: The :class:`~groundwire.Embedder` of the dense channel (needed when
+    #: ``retrieval.hybrid.mode`` is ``"dense"`` or ``"hybrid"``): the engine embeds the
+    #: snapshot's entries with it when it installs one, and each turn's query.
+    embedder: Any = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _require(isinstance(self.enabled, bool), "enabled", self.enabled, "True or False")
+        _require(
+            self.embedder is None
+            or all(hasattr(self.embedder, name) for name in ("model_id", "embed_query")),
+            "embedder",
+            self.embedder,
+            "None or an Embedder (model_id, dimensions, embed_documents, embed_query)",
+        )
         _require(
             self.authorize is None or callable(self.authorize),
             "authorize",
@@ -920,6 +931,14 @@ class GroundingConfig:
             "retrieval",
             self.retrieval,
             "a RetrievalConfig",
+        )
+        mode = self.retrieval.hybrid.mode
+        _require(
+            self.embedder is not None or mode == "lexical",
+            "embedder",
+            self.embedder,
+            f"an Embedder (e.g. create_embedder('all-MiniLM-L6-v2')) since retrieval.hybrid."
+            f"mode is {mode!r}; or use mode 'lexical'",
         )
         _require(
             isinstance(self.context, ContextConfig), "context", self.context, "a ContextConfig"

@@ -604,6 +604,11 @@ class GroundingMetadata:
     #: Host authorization callbacks that failed this turn (raised, returned a non-bool, or
     #: ran past their deadline): what failed and how often, never what was denied.
     authorization_errors: tuple[str, ...] = ()
+    #: How the turn ranked, JSON-ready (None for plain lexical ranking): ``mode`` asked and
+    #: ``used`` (``"lexical"`` with a ``reason`` when the query could not be embedded),
+    #: ``fusion``, ``query_embed_ms``, ``channel_sizes``, ``rerank`` and ``hits``: per
+    #: selected id, each channel's ``rank``, ``score``, ``normalized`` and ``contribution``.
+    channels: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,14 @@ background; ``ground()`` waits for it within the turn's time budget.
 ``GroundingEngine.from_snapshot(path)`` serves a saved snapshot instead (no build),
 and ``reload()`` swaps in a newer one while turns run. No grounding problem ever
 raises out of ``ground()``: the outcome carries a ``failure_reason``.
+
+With ``retrieval.hybrid.mode`` ``"dense"`` or ``"hybrid"``, the engine installs each
+snapshot together with its vectors (``GroundingConfig.embedder``): embedded when the
+snapshot is built (a rebuild through a ``CachedEmbedder`` embeds only changed entries),
+or read from ``<snapshot>.vectors`` when they match it, and swapped in as one pair. A
+snapshot whose vectors cannot be built is not installed (the previous pair keeps
+serving); a query that cannot be embedded ranks lexically, the reason in
+``metadata.channels``. Every channel ranks the principal's eligible entries only.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from groundwire.context import assemble_context
 from groundwire.errors import ConfigError, QueryError
 from groundwire.index.cache import SnapshotCache, default_cache
 from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.index.vectors import VectorIndex, snapshot_vectors
 from groundwire.ingest.sources import SOURCE_MANIFEST
 from groundwire.model import (
     FailureReason,
@@ -114,7 +123,8 @@ class GroundingEngine:
         self._config = config
         self._cache = cache if cache is not None else default_cache()
         self._clock = clock
-        self._snapshot: KnowledgeBase | None = None
+        # The snapshot and its vectors, swapped as one reference: a turn uses one pair.
+        self._served: tuple[KnowledgeBase, VectorIndex | None] | None = None
         self._snapshot_path: str | os.PathLike[str] | None = None  # set by from_snapshot
         self._verify: Literal["full", "manifest"] = "full"
         self._issues: tuple[ValidationIssue, ...] = ()
@@ -154,11 +164,17 @@ class GroundingEngine:
                     )
                     logger.warning(_invalid_sources(errors, sources))
                 else:
-                    self._snapshot = result.knowledge_base  # atomic reference swap
-                    self._last_error = None
-                    self._warm(result.knowledge_base)
+                    self._serve_built(result.knowledge_base)
             finally:
                 self._built.set()
+
+    def _serve_built(self, snapshot: KnowledgeBase) -> None:
+        """Serve a freshly built snapshot; if its vectors fail, keep the previous pair."""
+        try:
+            self._serve(snapshot, None)
+        except Exception as exc:  # vectors failed: the snapshot is never installed alone
+            logger.warning("knowledge index not installed: its vectors failed: %s", exc)
+            self._last_error = f"vectors: {type(exc).__name__}: {exc}"
 
     @classmethod
     def from_snapshot(
@@ -175,7 +191,10 @@ class GroundingEngine:
         The snapshot's own index settings (fields, weights, BM25, analyzer) apply;
         ``config`` gives the per-turn settings (limits, boosts, blocked domains,
         context, timeout) and must not list sources. Raises IndexFormatError when the
-        snapshot cannot be trusted (see ``KnowledgeBase.load`` for ``verify``).
+        snapshot cannot be trusted (see ``KnowledgeBase.load`` for ``verify``). With
+        ``config.embedder``, the vectors saved beside it (``<path>.vectors``, checked like
+        the snapshot) serve when they match it and the model; otherwise they are embedded
+        now, and an embedding failure raises.
         """
         config = config if config is not None else GroundingConfig()
         if not isinstance(config, GroundingConfig):
@@ -188,15 +207,32 @@ class GroundingEngine:
         snapshot = KnowledgeBase.load(path, expected_manifest_hash, verify=verify)
         engine = cls(config, clock=clock)
         engine._verify = verify
-        engine._install(snapshot, path)
+        try:
+            engine._install(snapshot, path)
+        except BaseException:
+            engine.close()
+            raise
         return engine
 
     def _install(self, snapshot: KnowledgeBase, path: str | os.PathLike[str]) -> None:
-        self._snapshot = snapshot  # atomic reference swap: a turn uses one snapshot throughout
+        self._serve(snapshot, path)
         self._snapshot_path = path
         self._issues = snapshot.issues
+
+    def _serve(self, snapshot: KnowledgeBase, path: str | os.PathLike[str] | None) -> None:
+        """Swap in ``snapshot`` with its vectors (raises, installing nothing, if they fail)."""
+        embedder = self._config.embedder
+        vectors = None
+        if embedder is not None:
+            vectors = snapshot_vectors(snapshot, path, embedder, verify=self._verify == "full")
+        self._served = (snapshot, vectors)  # atomic reference swap
         self._last_error = None
         self._warm(snapshot)
+
+    @property
+    def _snapshot(self) -> KnowledgeBase | None:
+        served = self._served
+        return None if served is None else served[0]
 
     def _warm(self, snapshot: KnowledgeBase) -> None:
         """Build the tenants' statistics pools in the background, ahead of their turns."""
@@ -225,11 +261,10 @@ class GroundingEngine:
         with self._build_lock:
             try:
                 snapshot = KnowledgeBase.load(target, expected_manifest_hash, verify=self._verify)
+                self._install(snapshot, target)
             except Exception as exc:  # a bad snapshot must not take the serving one down
                 logger.warning("snapshot %s was not installed: %s", os.fspath(target), exc)
                 self._last_error = f"{type(exc).__name__}: {exc}"
-            else:
-                self._install(snapshot, target)
         return self.status()
 
     def ready(self, timeout: float | None = None) -> bool:
@@ -310,12 +345,12 @@ class GroundingEngine:
         deadline = started + self._config.timeout_ms / 1000.0
         if not self._built.wait(max(0.0, deadline - self._clock())):
             return self._failure("index-not-ready", started)
-        snapshot = self._snapshot
-        if snapshot is None:
+        served = self._served
+        if served is None:
             return self._failure("index-not-ready", started)
         try:
             future = self._executor.submit(
-                self._run, snapshot, query, recent_turns, scope, principal, started
+                self._run, served, query, recent_turns, scope, principal, started
             )
         except RuntimeError:  # executor closed
             return self._failure("error", started)
@@ -365,7 +400,7 @@ class GroundingEngine:
 
     def _run(
         self,
-        snapshot: KnowledgeBase,
+        served: tuple[KnowledgeBase, VectorIndex | None],
         query: str,
         recent_turns: Sequence[Turn | Mapping[str, Any]] | None,
         scope: Scope | Mapping[str, Any] | None,
@@ -380,7 +415,16 @@ class GroundingEngine:
             query=query, recent_turns=_turns(recent_turns), scope=_scope(scope), principal=principal
         )
         allow = None if config.authorize is None else predicate_of(principal, config.authorize)
-        selection = retrieve(snapshot, request, config.retrieval, config.blocked_domains, allow)
+        snapshot, vectors = served
+        selection = retrieve(
+            snapshot,
+            request,
+            config.retrieval,
+            config.blocked_domains,
+            allow,
+            vectors=vectors,
+            embedder=config.embedder,
+        )
         context = assemble_context(
             [item.entry for item in selection.primary], selection.expanded, config.context
         )
@@ -414,11 +458,13 @@ class GroundingEngine:
         reason: FailureReason | None,
         selection: Selection,
     ) -> GroundingOutcome:
+        report = selection.channels
         metadata = replace(
             _metadata(retrieval, reason),
             truncated_query=selection.truncated_query,
             out_of_scope_count=selection.scope_hint.count,
             out_of_scope_integrations=selection.scope_hint.integrations,
+            channels=None if report is None else report.metadata(selection.primary),
         )
         return GroundingOutcome(block, metadata, retrieval)
 

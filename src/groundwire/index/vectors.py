@@ -18,8 +18,10 @@ the quality of each type against float32 is measured in docs/HYBRID.md.
 **Search** (:meth:`VectorIndex.search`): cosine similarity (the dot product of unit
 vectors) over the positions a mask allows, applied *before* top-k, so an ineligible
 entry never takes a slot; entries whose text embedded to the zero vector (no text) are
-never returned. Ties break on position (entry id). Above a size threshold an attached
-ANN index answers instead (:mod:`groundwire.index.ann`).
+never returned. Ties break on position (entry id). float32 and int8 rows are scanned
+by the C dense kernel (:mod:`groundwire.index._dense`) in place, in one pass, masks
+applied during the scan; without it (or for float16) numpy scores them. Above a size
+threshold an attached ANN index answers instead (:mod:`groundwire.index.ann`).
 
 The vectors are kept apart from the snapshot format for now: :meth:`save` writes one
 file (magic, a JSON header with model id, dimensions, type, ids and a SHA-256 of the
@@ -44,12 +46,20 @@ import numpy.typing as npt
 from groundwire.config import DEFAULT_ANN_THRESHOLD, VECTOR_DTYPES
 from groundwire.embed.base import Embedder, Matrix, check_embedder, first_row, normalize_rows
 from groundwire.errors import ConfigError, IndexFormatError, KnowledgeIndexError, QueryError
+from groundwire.index import _dense
 from groundwire.model import KnowledgeEntry
 
 if TYPE_CHECKING:
     from groundwire.index.knowledge_base import KnowledgeBase
 
-__all__ = ["AnnSearcher", "VectorDtype", "VectorIndex", "embedding_text"]
+__all__ = [
+    "AnnSearcher",
+    "VectorDtype",
+    "VectorIndex",
+    "embedding_text",
+    "snapshot_vectors",
+    "vectors_path",
+]
 
 VectorDtype = Literal["float32", "float16", "int8"]
 MaskArray = npt.NDArray[np.bool_]
@@ -101,7 +111,17 @@ def _top(docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[list[int], list[
 class VectorIndex:
     """Unit-length vectors of a knowledge base's entries, searchable exactly (see module)."""
 
-    __slots__ = ("_ann", "_matrix", "_nonzero", "_scale", "dimensions", "dtype", "ids", "model_id")
+    __slots__ = (
+        "_ann",
+        "_matrix",
+        "_nonzero",
+        "_scale",
+        "_view",
+        "dimensions",
+        "dtype",
+        "ids",
+        "model_id",
+    )
 
     def __init__(
         self,
@@ -129,6 +149,7 @@ class VectorIndex:
         self._matrix, self._scale = _quantize(unit, dtype)
         self._nonzero: MaskArray = np.abs(unit).sum(axis=1) > 0
         self._ann: AnnSearcher | None = None
+        self._view: _dense.Matrix | bool | None = False  # the kernel's view, made on first use
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -172,6 +193,7 @@ class VectorIndex:
         part._scale = None if self._scale is None else self._scale[rows]
         part._nonzero = self._nonzero[rows]
         part._ann = None
+        part._view = False
         return part
 
     @property
@@ -226,9 +248,22 @@ class VectorIndex:
         return query
 
     # -- search -----------------------------------------------------------------------------
+    def _kernel(self) -> _dense.Matrix | None:
+        """The dense kernel's view of the stored matrix (None: numpy scores instead)."""
+        view = self._view
+        if view is False:
+            view = _dense.Matrix.of(self._matrix, self._scale, self._nonzero)
+            self._view = view
+        return view if isinstance(view, _dense.Matrix) else None
+
     def scores(self, query: Matrix, docs: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """Cosine of ``query`` with the rows ``docs`` (all rows when None), float32."""
         rows = np.arange(len(self.ids)) if docs is None else np.asarray(docs, dtype=np.int64)
+        view = self._kernel()
+        if view is not None and rows.shape[0] and docs is not None:
+            if int(rows.min()) < 0 or int(rows.max()) >= len(self.ids):
+                raise QueryError(f"positions must lie within the {len(self.ids)} vectors")
+            return _dense.rows(view, np.ascontiguousarray(query, dtype=np.float32), rows)
         if self.dtype == "float32":
             matrix = self._matrix if docs is None else self._matrix[rows]
             return np.asarray(matrix @ query, dtype=np.float32)
@@ -252,9 +287,19 @@ class VectorIndex:
             raise QueryError(f"k={k!r} is invalid: expected an integer >= 1")
         if mask is not None and (mask.dtype != np.bool_ or mask.shape != (n,)):
             raise QueryError(f"mask must be a boolean array of {n} values (one per entry)")
-        allowed = self._nonzero if mask is None else mask & self._nonzero
         if self._ann is not None and not exact and n > DEFAULT_ANN_THRESHOLD:
+            allowed = self._nonzero if mask is None else mask & self._nonzero
             return self._ann.search(query, k, None if mask is None else allowed)
+        view = self._kernel()
+        if view is not None:  # one pass over the stored rows, the masks applied in place
+            rows, values = _dense.topk(
+                view,
+                np.ascontiguousarray(query, dtype=np.float32),
+                k,
+                None if mask is None else np.ascontiguousarray(mask),
+            )
+            return rows.tolist(), values.astype(np.float64).tolist()
+        allowed = self._nonzero if mask is None else mask & self._nonzero
         if mask is None and bool(allowed.all()):
             docs = np.arange(n)
             return _top(docs, self.scores(query), k)
@@ -357,7 +402,7 @@ class VectorIndex:
                 raise IndexFormatError(where + "checksum mismatch (changed or damaged); rebuild")
         index = cls.__new__(cls)
         index.ids, index.model_id, index.dimensions, index.dtype = tuple(ids), model_id, dims, dtype
-        index._matrix, index._scale, index._ann = matrix, scale, None
+        index._matrix, index._scale, index._ann, index._view = matrix, scale, None, False
         index._nonzero = (
             np.abs(index._rows(np.arange(count))).sum(axis=1) > 0
             if count
@@ -374,3 +419,26 @@ class VectorIndex:
                 "VectorIndex.build(kb, embedder)"
             )
         return self
+
+
+def vectors_path(snapshot: str | os.PathLike[str]) -> Path:
+    """Where a snapshot's vectors are saved: ``<snapshot>.vectors`` beside it."""
+    path = Path(snapshot)
+    return path.with_name(path.name + ".vectors")
+
+
+def snapshot_vectors(
+    kb: KnowledgeBase,
+    snapshot: str | os.PathLike[str] | None,
+    embedder: Embedder,
+    *,
+    verify: bool = True,
+) -> VectorIndex:
+    """The vectors saved beside ``snapshot`` when they hold ``kb``'s entries embedded by
+    ``embedder``'s model, else built now (a damaged file raises :class:`IndexFormatError`)."""
+    saved = None if snapshot is None else vectors_path(snapshot)
+    if saved is not None and saved.is_file():
+        vectors = VectorIndex.load(saved, verify=verify)
+        if vectors.model_id == embedder.model_id and vectors.matches(kb):
+            return vectors
+    return VectorIndex.build(kb, embedder)

@@ -27,8 +27,12 @@ the phrase channel ``phrase_weight``. Ties break on position (entry id, code poi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from groundwire.config import HybridSettings
 from groundwire.embed.base import Matrix
@@ -44,6 +48,7 @@ __all__ = [
     "Scorer",
     "channel_weights",
     "dense_channel",
+    "dense_hits",
     "fuse",
     "lexical_channel",
     "phrase_channel",
@@ -52,17 +57,45 @@ __all__ = [
 #: The channels fusion knows, in breakdown order.
 CHANNELS: tuple[str, ...] = ("lexical", "phrase", "dense")
 
+Positions = npt.NDArray[np.int64]
+Values = npt.NDArray[np.float64]
+_NO_DOCS: Positions = np.empty(0, dtype=np.int64)
+_NO_VALUES: Values = np.empty(0, dtype=np.float64)
+
 
 @dataclass(frozen=True, slots=True)
 class ChannelList:
-    """One channel's ranked list: internal positions and raw scores, best first."""
+    """One channel's ranked list: internal positions and raw scores, best first.
+
+    Given as sequences or arrays; held as int64 and float64 arrays.
+    """
 
     name: str
-    docs: tuple[int, ...]
-    scores: tuple[float, ...]
+    docs: Positions
+    scores: Values
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "docs", np.asarray(self.docs, dtype=np.int64).reshape(-1))
+        object.__setattr__(self, "scores", np.asarray(self.scores, dtype=np.float64).reshape(-1))
+        if self.docs.shape != self.scores.shape:
+            raise ValueError(f"channel {self.name!r}: docs and scores differ in length")
 
     def __len__(self) -> int:
-        return len(self.docs)
+        return int(self.docs.shape[0])
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        docs: Sequence[int] | npt.NDArray[np.integer[Any]],
+        scores: Sequence[float] | npt.NDArray[np.floating[Any]],
+    ) -> ChannelList:
+        """A list from any sequences or arrays of positions and scores."""
+        return cls(name, np.asarray(docs, dtype=np.int64), np.asarray(scores, dtype=np.float64))
+
+
+def _empty(name: str) -> ChannelList:
+    return ChannelList(name, _NO_DOCS, _NO_VALUES)
 
 
 def lexical_channel(
@@ -70,11 +103,11 @@ def lexical_channel(
 ) -> ChannelList:
     """The BM25 top ``depth`` of the query's term ids among eligible entries."""
     if not lexical_ids:
-        return ChannelList("lexical", (), ())
+        return _empty("lexical")
     ranking = kb.rank(
         lexical_ids, (), lexical_k=depth, limit=depth, mask=mask, exact_boost=0, alias_boost=0
     )
-    return ChannelList("lexical", tuple(ranking.docs), tuple(ranking.lexical))
+    return ChannelList.of("lexical", ranking.docs, ranking.lexical)
 
 
 def phrase_channel(
@@ -87,7 +120,7 @@ def phrase_channel(
 ) -> ChannelList:
     """Eligible entries named by a query phrase: exact (id/title) and alias matches."""
     if exact_boost <= 0 and alias_boost <= 0:
-        return ChannelList("phrase", (), ())
+        return _empty("phrase")
     exact, alias = kb.phrase_matches(terms)
     found = {
         doc: (exact_boost if doc in exact else 0.0) + (alias_boost if doc in alias else 0.0)
@@ -96,10 +129,10 @@ def phrase_channel(
     }
     found = {doc: score for doc, score in found.items() if score > 0}
     if not found:
-        return ChannelList("phrase", (), ())
+        return _empty("phrase")
     bm25 = {doc: kb.lexical.score_of_ids(lexical_ids, doc) for doc in found}
     order = sorted(found, key=lambda doc: (-found[doc], -bm25[doc], doc))
-    return ChannelList("phrase", tuple(order), tuple(found[doc] for doc in order))
+    return ChannelList.of("phrase", order, [found[doc] for doc in order])
 
 
 def dense_channel(
@@ -107,10 +140,71 @@ def dense_channel(
 ) -> ChannelList:
     """The ``depth`` eligible entries most similar to the query vector."""
     docs, scores = vectors.search(query, depth, mask)
-    return ChannelList("dense", tuple(docs), tuple(scores))
+    return ChannelList.of("dense", docs, scores)
 
 
 # --- fusion -----------------------------------------------------------------------------------
+class _Fused:
+    """Every channel's part for every union position (arrays), shared by the hits."""
+
+    __slots__ = ("names", "parts")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        # per channel: rank (0: not listed), raw score, normalized, contribution, shown
+        self.parts: list[tuple[Positions, Values, Values, Values, MaskArray]] = []
+
+    def add(
+        self,
+        name: str,
+        ranks: Positions,
+        raw: Values,
+        norm: Values,
+        contribution: Values,
+        shown: MaskArray,
+    ) -> None:
+        self.names.append(name)
+        self.parts.append((ranks, raw, norm, contribution, shown))
+
+
+class _Parts(Mapping[str, ChannelScore]):
+    """One hit's per-channel breakdown, made on first access (most hits are never read)."""
+
+    __slots__ = ("_at", "_built", "_fused")
+
+    def __init__(self, fused: _Fused, at: int) -> None:
+        self._fused, self._at = fused, at
+        self._built: dict[str, ChannelScore] | None = None
+
+    def _parts(self) -> dict[str, ChannelScore]:
+        built = self._built
+        if built is None:
+            at = self._at
+            built = {
+                name: ChannelScore(
+                    int(ranks[at]), float(raw[at]), float(norm[at]), float(added[at])
+                )
+                for name, (ranks, raw, norm, added, shown) in zip(
+                    self._fused.names, self._fused.parts, strict=True
+                )
+                if shown[at]
+            }
+            self._built = built
+        return built
+
+    def __getitem__(self, name: str) -> ChannelScore:
+        return self._parts()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts())
+
+    def __len__(self) -> int:
+        return len(self._parts())
+
+    def __repr__(self) -> str:
+        return repr(self._parts())
+
+
 @dataclass(frozen=True, slots=True)
 class FusedHit:
     """One fused result: internal position, fused score and each channel's part."""
@@ -126,17 +220,28 @@ def channel_weights(settings: HybridSettings) -> dict[str, float]:
     return {"lexical": 1.0 - dense, "dense": dense, "phrase": float(settings.phrase_weight)}
 
 
-#: Scores a channel gives any positions (for fusion to complete the union's scores).
-Scorer = Callable[[list[int]], list[float]]
+#: Scores a channel gives any positions (an int64 array; for fusion to complete the
+#: union's scores), as a sequence or array of the same length.
+Scorer = Callable[[Positions], Sequence[float] | Values]
 
 
-def _normalized(scores: Sequence[float]) -> list[float]:
-    if not scores:
-        return []
-    high, low = max(scores), min(scores)
+def _normalized(values: Values) -> Values:
+    """Min-max: best 1, worst 0; all equal maps to 1."""
+    high, low = float(values.max()), float(values.min())
     if high == low:
-        return [1.0] * len(scores)
-    return [(score - low) / (high - low) for score in scores]
+        return np.ones_like(values)
+    return (values - low) / (high - low)
+
+
+def _hits(fused: _Fused, union: Positions, totals: Values, limit: int | None) -> list[FusedHit]:
+    order = np.lexsort((union, -totals))  # fused score descending, then position
+    if limit is not None:
+        order = order[:limit]
+    docs, scores = union[order].tolist(), totals[order].tolist()
+    return [
+        FusedHit(doc, score, _Parts(fused, at))
+        for doc, score, at in zip(docs, scores, order.tolist(), strict=True)
+    ]
 
 
 def fuse(
@@ -148,37 +253,48 @@ def fuse(
     """The channels' lists fused as ``settings.fusion`` says, best first, up to ``limit``.
 
     For ``weighted`` fusion, ``scorers`` give a channel's score for union positions it
-    did not return (rank 0 in the breakdown); without one such positions score 0.
+    did not return (rank 0 in the breakdown); without one such positions score 0. Each
+    hit's breakdown is computed when it is first read.
     """
     weights = channel_weights(settings)
-    lists = [channel for channel in lists if channel.docs]  # an empty channel adds nothing
-    parts: dict[int, dict[str, ChannelScore]] = {}
-    totals: dict[int, float] = {}
-    if settings.fusion == "rrf":
-        for channel in lists:
-            weight = weights.get(channel.name, 1.0)
-            for rank, (doc, score) in enumerate(zip(channel.docs, channel.scores, strict=True), 1):
-                added = weight / (settings.rrf_k + rank)
-                parts.setdefault(doc, {})[channel.name] = ChannelScore(rank, score, 0.0, added)
-                totals[doc] = totals.get(doc, 0.0) + added
-    else:
-        union = sorted({doc for channel in lists for doc in channel.docs})
-        for channel in lists:
-            weight = weights.get(channel.name, 1.0)
-            ranks = {doc: rank for rank, doc in enumerate(channel.docs, 1)}
-            known = dict(zip(channel.docs, channel.scores, strict=True))
-            missing = [doc for doc in union if doc not in known]
+    lists = [channel for channel in lists if len(channel)]  # an empty channel adds nothing
+    if not lists:
+        return []
+    union = np.unique(np.concatenate([channel.docs for channel in lists]))
+    totals = np.zeros(union.shape[0], dtype=np.float64)
+    fused = _Fused()
+    for channel in lists:
+        weight = weights.get(channel.name, 1.0)
+        at = np.searchsorted(union, channel.docs)
+        ranks = np.zeros(union.shape[0], dtype=np.int64)
+        ranks[at] = np.arange(1, len(channel) + 1)
+        raw = np.zeros(union.shape[0], dtype=np.float64)
+        raw[at] = channel.scores
+        if settings.fusion == "rrf":
+            added = np.zeros(union.shape[0], dtype=np.float64)
+            added[at] = weight / (settings.rrf_k + ranks[at])
+            fused.add(channel.name, ranks, raw, np.zeros_like(raw), added, ranks > 0)
+        else:
             scorer = (scorers or {}).get(channel.name)
-            filled = scorer(missing) if scorer is not None and missing else [0.0] * len(missing)
-            known.update(zip(missing, filled, strict=True))
-            values = [known[doc] for doc in union]
-            for doc, score, norm in zip(union, values, _normalized(values), strict=True):
-                added = weight * norm
-                if doc in ranks or score != 0.0:
-                    entry = ChannelScore(ranks.get(doc, 0), score, norm, added)
-                    parts.setdefault(doc, {})[channel.name] = entry
-                totals[doc] = totals.get(doc, 0.0) + added
-    order = sorted(totals, key=lambda doc: (-totals[doc], doc))
-    if limit is not None:
-        order = order[:limit]
-    return [FusedHit(doc, totals[doc], parts.get(doc, {})) for doc in order]
+            missing = np.flatnonzero(ranks == 0)
+            if scorer is not None and missing.shape[0]:
+                raw[missing] = np.asarray(scorer(union[missing]), dtype=np.float64)
+            norm = _normalized(raw)
+            added = weight * norm
+            fused.add(channel.name, ranks, raw, norm, added, (ranks > 0) | (raw != 0.0))
+        totals += added  # channels in list order, as a per-hit running sum would add them
+    return _hits(fused, union, totals, limit)
+
+
+def dense_hits(channel: ChannelList) -> list[FusedHit]:
+    """The dense list alone as results: the cosine is the score (nothing to fuse)."""
+    if not len(channel):
+        return []
+    fused = _Fused()
+    ranks = np.arange(1, len(channel) + 1)
+    scores = channel.scores
+    fused.add("dense", ranks, scores, _normalized(scores), scores, ranks > 0)
+    return [
+        FusedHit(doc, score, _Parts(fused, at))
+        for at, (doc, score) in enumerate(zip(channel.docs.tolist(), scores.tolist(), strict=True))
+    ]

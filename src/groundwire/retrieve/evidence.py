@@ -84,6 +84,7 @@ from groundwire.retrieve.hybrid import (
     entry_text,
     rank_channels,
     rerank_head,
+    scores_at,
 )
 from groundwire.retrieve.pipeline import truncate_query
 from groundwire.retrieve.restricted import restricted_noise, restricted_scores
@@ -453,7 +454,7 @@ def _channels(
         if vector is not None:
             used = hybrid.mode
             docs, values = scores.top(max(hybrid.channel_depth, limit))
-            lexical = ChannelList("lexical", tuple(docs.tolist()), tuple(values.tolist()))
+            lexical = ChannelList.of("lexical", docs, values)
             hits, sizes = rank_channels(
                 index,
                 vector,
@@ -461,7 +462,7 @@ def _channels(
                 hybrid,
                 [lexical],
                 limit,
-                lambda positions: [scores.score_of(doc) for doc in positions],
+                lambda positions: scores_at(scores, positions),
             )
             ranked = [(hit.doc, hit.score) for hit in hits]
             union = {*(docs.tolist() if hybrid.mode == "hybrid" else ()), *(h.doc for h in hits)}

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from groundwire.config import (
     DEFAULT_ALIAS_BOOST,
@@ -29,7 +30,7 @@ from groundwire.config import (
 from groundwire.embed.base import Embedder, Matrix, check_embedder
 from groundwire.errors import ConfigError, QueryError
 from groundwire.index.knowledge_base import KnowledgeBase, check_k, check_query
-from groundwire.index.lexical import MaskArray
+from groundwire.index.lexical import MaskArray, QueryScores
 from groundwire.index.vectors import VectorIndex, embedding_text
 from groundwire.model import ScoredEntry
 from groundwire.retrieve.channels import (
@@ -37,6 +38,7 @@ from groundwire.retrieve.channels import (
     FusedHit,
     Scorer,
     dense_channel,
+    dense_hits,
     fuse,
     lexical_channel,
     phrase_channel,
@@ -52,6 +54,7 @@ __all__ = [
     "entry_text",
     "rank_channels",
     "rerank_head",
+    "scores_at",
     "search_channels",
 ]
 
@@ -75,6 +78,24 @@ class HybridReport:
     query_embed_ms: float = 0.0
     channel_sizes: dict[str, int] = field(default_factory=dict)
     rerank: RerankReport | None = None
+
+    def metadata(self, hits: Sequence[ScoredEntry]) -> dict[str, object]:
+        """:meth:`as_dict` plus ``hits``: each hit's channel breakdown, by entry id."""
+        return {
+            **self.as_dict(),
+            "hits": {
+                item.entry.id: {
+                    name: {
+                        "rank": part.rank,
+                        "score": part.score,
+                        "normalized": part.normalized,
+                        "contribution": part.contribution,
+                    }
+                    for name, part in item.channels.items()
+                }
+                for item in hits
+            },
+        }
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready values."""
@@ -172,15 +193,27 @@ def rank_channels(
     """
     depth = max(settings.channel_depth, limit)
     dense = dense_channel(vectors, query, mask, depth)
-    lists = [dense] if settings.mode == "dense" else [*lexical, dense]
-    scorers: dict[str, Scorer] = {
-        "dense": lambda docs: vectors.scores(query, docs).astype(np.float64).tolist()
-    }
+    if settings.mode == "dense":  # one channel: its cosine is the score
+        return dense_hits(dense)[:limit], {"dense": len(dense)}
+    lists = [*lexical, dense]
+    scorers: dict[str, Scorer] = {"dense": lambda docs: vectors.scores(query, docs)}
     full = [c for c in lexical if c.name == "lexical" and len(c) >= depth]
     if lexical_scorer is not None and full:  # a shorter list holds every BM25 match
         scorers["lexical"] = lexical_scorer
     hits = fuse(lists, settings, limit, scorers)
     return hits, {channel.name: len(channel) for channel in lists}
+
+
+def scores_at(scores: QueryScores, docs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The BM25 scores of positions ``docs`` (0.0 where they did not match)."""
+    if scores.dense is not None:
+        return np.asarray(scores.dense[docs], dtype=np.float64)
+    found = np.zeros(docs.shape[0], dtype=np.float64)
+    if scores.docs.shape[0]:
+        at = np.minimum(np.searchsorted(scores.docs, docs), scores.docs.shape[0] - 1)
+        hit = scores.docs[at] == docs
+        found[hit] = scores.values[at[hit]]
+    return found
 
 
 def rerank_head(
@@ -255,12 +288,12 @@ def channel_candidates(
         else:
             used = mode
             depth = max(settings.channel_depth, config.candidate_limit)
-            lists = [
+            lists = [] if mode == "dense" else [
                 lexical_channel(kb, lexical_ids, mask, depth),
                 phrase_channel(
                     kb, terms, lexical_ids, mask, config.exact_boost, config.alias_boost
                 ),
-            ]
+            ]  # fmt: skip
             hits, sizes = rank_channels(
                 index, vector, mask, settings, lists, config.candidate_limit
             )
@@ -355,10 +388,10 @@ def search_channels(
         if vector is not None:
             used = settings.mode
             depth = max(settings.channel_depth, k)
-            lists = [
+            lists = [] if settings.mode == "dense" else [
                 lexical_channel(kb, lexical_ids, allowed, depth),
                 phrase_channel(kb, terms, lexical_ids, allowed, exact_boost, alias_boost),
-            ]
+            ]  # fmt: skip
             hits, sizes = rank_channels(
                 index, vector, allowed, settings, lists, k, _bm25_scorer(kb, lexical_ids)
             )
@@ -395,8 +428,8 @@ def search_channels(
 
 
 def _bm25_scorer(kb: KnowledgeBase, lexical_ids: Sequence[int]) -> Scorer:
-    """BM25 of the query's term ids for given positions."""
-    return lambda docs: [kb.lexical.score_of_ids(lexical_ids, doc) for doc in docs]
+    """BM25 of the query's term ids for given positions (one pass over the query's rows)."""
+    return lambda docs: scores_at(kb.lexical.score_ids(lexical_ids), docs)
 
 
 def entry_text(kb: KnowledgeBase) -> Callable[[int], str]:
