@@ -7,20 +7,32 @@
   the *same* vectors, so only retrieval is compared.
 - **Measures:** build seconds (groundwire: BM25 index + vector index from cached
   vectors; peer: bm25s index + a numpy matrix), embedding docs/s when the cache was cold,
-  query embedding ms (apart), per-mode query latency p50 over the 300 queries excluding
-  the query embedding (``--rounds`` interleaved rounds, median), nDCG@10 of each, matrix
-  memory, and the ratios hybrid/lexical and groundwire/peer.
+  query embedding ms (apart), per-mode mean query latency over the 300 queries excluding
+  the query embedding (``--rounds`` interleaved rounds, median of the rounds), as wall
+  time and as this process's CPU time (steadier on a shared machine), nDCG@10 of each,
+  matrix memory, and the ratios hybrid/lexical and groundwire/peer. groundwire runs with
+  float32 vectors (exact, the default) and int8 vectors (``--dtypes``).
 - **Peer hybrid:** bm25s top 100 (Lucene BM25, k1 1.5, b 0.75, the same stop words and
   stemmer) and numpy cosine top 100, fused with the same weighted min-max formula over
   the union (BM25 of union members from bm25s' full score vector).
-- **Run:** ``.venv/bin/python benchmarks/bench_hybrid.py`` (~1 minute once cached).
+- **BLAS:** numpy's BLAS is pinned to one thread (``OPENBLAS_NUM_THREADS=1`` unless set):
+  on the shared 2-core machine its thread pool made the peer's ``matrix @ query`` 10-20x
+  slower, and its spinning workers were counted in every system's CPU time.
+- **Run:** ``.venv/bin/python benchmarks/bench_hybrid.py`` (~2 minutes once cached).
 """
 
+# ruff: noqa: E402  (the BLAS thread count must be set before numpy is imported)
 from __future__ import annotations
+
+import os
+
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")  # before numpy loads its BLAS (see the docstring)
 
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +41,7 @@ from groundwire import (
     CachedEmbedder,
     EmbeddingCache,
     HybridSettings,
+    VectorIndex,
     create_embedder,
     search_channels,
 )
@@ -45,6 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "datasets" / "scifact"))
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--dtypes", default="float32,int8", help="groundwire vector types")
     args = parser.parse_args()
     dataset = load_dataset(args.data)
     cache = EmbeddingCache(Path.home() / ".cache" / "groundwire" / "embeddings.sqlite")
@@ -98,19 +112,29 @@ def main() -> None:
         order = np.lexsort((np.arange(len(ids)), -s))[:100]
         return [ids[i] for i in order]
 
-    def ours(text: str, mode: str) -> list[str]:
-        hits, _ = search_channels(
-            kb,
-            text,
-            100,
-            HybridSettings(mode=mode),
-            vectors=vectors,
-            query_vector=qvec[text],  # type: ignore[arg-type]
-        )
-        return [kb.entry(h.doc).id for h in hits]
+    def ours(index: VectorIndex) -> Callable[[str, str], list[str]]:
+        def search(text: str, mode: str) -> list[str]:
+            hits, _ = search_channels(
+                kb,
+                text,
+                100,
+                HybridSettings(mode=mode),  # type: ignore[arg-type]
+                vectors=index,
+                query_vector=qvec[text],
+            )
+            return [kb.entry(h.doc).id for h in hits]
 
-    systems = {"groundwire": ours, "peer": peer}
+        return search
+
+    systems: dict[str, Callable[[str, str], list[str]]] = {}
+    for dtype in args.dtypes.split(","):
+        index = vectors if dtype == "float32" else VectorIndex(
+            vectors.ids, vectors.matrix(), vectors.model_id, dtype=dtype  # type: ignore[arg-type]
+        )  # fmt: skip
+        systems[f"groundwire/{dtype}"] = ours(index)
+    systems["peer"] = peer
     latency: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
     quality: dict[tuple[str, str], float] = {}
     for system, fn in systems.items():
         for mode in ("lexical", "dense", "hybrid"):
@@ -119,29 +143,37 @@ def main() -> None:
     for _ in range(args.rounds):
         for system, fn in systems.items():
             for mode in ("lexical", "dense", "hybrid"):
-                started = time.perf_counter()
+                started, started_cpu = time.perf_counter(), time.process_time()
                 for _, text in queries:
                     fn(text, mode)
                 took = (time.perf_counter() - started) * 1000 / len(queries)
                 latency.setdefault((system, mode), []).append(took)
+                took_cpu = (time.process_time() - started_cpu) * 1000 / len(queries)
+                cpu.setdefault((system, mode), []).append(took_cpu)
     print(f"build: groundwire {build_gw:.2f} s (vectors from cache), peer {build_peer:.2f} s")
     print(
         f"vector matrix: {vectors.nbytes / 2**20:.1f} MiB float32, "
         f"{len(vectors)} x {vectors.dimensions}"
     )
-    print(f"{'system':<11} {'mode':<8} {'ms/query':>9} {'nDCG@10':>8}")
+    print(f"{'system':<19} {'mode':<8} {'wall ms':>8} {'cpu ms':>8} {'nDCG@10':>8}")
     for (system, mode), values in latency.items():
         print(
-            f"{system:<11} {mode:<8} {statistics.median(values):>9.3f} "
-            f"{quality[(system, mode)]:>8.4f}"
+            f"{system:<19} {mode:<8} {statistics.median(values):>8.3f} "
+            f"{statistics.median(cpu[(system, mode)]):>8.3f} {quality[(system, mode)]:>8.4f}"
         )
+
+    def ratio(table: dict[tuple[str, str], list[float]], a: tuple[str, str], b: tuple[str, str]):
+        return statistics.median(table[a]) / statistics.median(table[b])
+
     for system in systems:
-        ratio = statistics.median(latency[(system, "hybrid")]) / statistics.median(
-            latency[(system, "lexical")]
-        )
-        print(f"{system}: hybrid / lexical latency = {ratio:.2f}x")
-    ours_h, peer_h = (statistics.median(latency[(s, "hybrid")]) for s in systems)
-    print(f"hybrid latency groundwire / peer = {ours_h / peer_h:.2f}x")
+        wall = ratio(latency, (system, "hybrid"), (system, "lexical"))
+        used = ratio(cpu, (system, "hybrid"), (system, "lexical"))
+        print(f"{system}: hybrid / lexical = {wall:.2f}x wall, {used:.2f}x cpu")
+    for system in systems:
+        if system != "peer":
+            wall = ratio(latency, (system, "hybrid"), ("peer", "hybrid"))
+            used = ratio(cpu, (system, "hybrid"), ("peer", "hybrid"))
+            print(f"hybrid {system} / peer = {wall:.2f}x wall, {used:.2f}x cpu")
 
 
 if __name__ == "__main__":

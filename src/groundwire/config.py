@@ -329,6 +329,11 @@ RETRIEVAL_MODES: Final[tuple[str, ...]] = ("lexical", "dense", "hybrid")
 FUSION_METHODS: Final[tuple[str, ...]] = ("weighted", "rrf")
 #: The default fusion: the weighted sum beat RRF on both tuning sets (CACM, handbook).
 DEFAULT_FUSION: Final = "weighted"
+#: Score normalizations of weighted fusion: min-max over the union of the channels' lists,
+#: or theoretical min-max (the channel's lowest possible score to the observed best: BM25
+#: from 0, cosine from -1; Bruch et al. 2023).
+NORMALIZATIONS: Final[tuple[str, ...]] = ("minmax", "tmm")
+DEFAULT_NORMALIZATION: Final = "minmax"
 #: RRF's k (Cormack et al. 2009): damps the head so one channel's first place cannot win alone.
 DEFAULT_RRF_K: Final = 60
 #: Dense channel weight (lexical gets 1 - this): the best mean nDCG@10 of CACM and the
@@ -591,7 +596,8 @@ class HybridSettings:
     (sum of ``weight x`` min-max normalized score over the union of the channels' lists)
     or ``"rrf"`` (sum of ``weight / (rrf_k + rank)``). ``dense_weight`` is the dense
     channel's weight, the lexical channel's ``1 - dense_weight``; ``phrase_weight`` that
-    of id/title/alias matches.
+    of id/title/alias matches. ``normalization`` (weighted fusion): ``"minmax"`` over the
+    union, or ``"tmm"`` (from the channel's theoretical minimum to the observed best).
     ``channel_depth``: results each channel contributes. ``reranker`` (a
     :class:`~groundwire.retrieve.rerank.Reranker`, or None) reorders the fused top
     ``rerank_top_n`` within ``rerank_timeout_s``, else the fused order stays.
@@ -603,6 +609,7 @@ class HybridSettings:
     dense_weight: float = DEFAULT_DENSE_WEIGHT
     phrase_weight: float = DEFAULT_PHRASE_WEIGHT
     channel_depth: int = DEFAULT_CHANNEL_DEPTH
+    normalization: Literal["minmax", "tmm"] = DEFAULT_NORMALIZATION
     reranker: Any = field(default=None, compare=False)
     rerank_top_n: int = DEFAULT_RERANK_TOP_N
     rerank_timeout_s: float = DEFAULT_RERANK_TIMEOUT_S
@@ -610,6 +617,12 @@ class HybridSettings:
     def __post_init__(self) -> None:
         _require(self.mode in RETRIEVAL_MODES, "mode", self.mode, f"one of {RETRIEVAL_MODES}")
         _require(self.fusion in FUSION_METHODS, "fusion", self.fusion, f"one of {FUSION_METHODS}")
+        _require(
+            self.normalization in NORMALIZATIONS,
+            "normalization",
+            self.normalization,
+            f"one of {NORMALIZATIONS}",
+        )
         _positive_int("rrf_k", self.rrf_k)
         _finite("dense_weight", self.dense_weight)
         _require(float(self.dense_weight) <= 1.0, "dense_weight", self.dense_weight, "0 to 1")

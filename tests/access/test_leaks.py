@@ -237,7 +237,8 @@ def outcome_text(outcome: gw.GroundingOutcome) -> str:
     }
     if retrieval is not None:
         data["primary"] = [
-            [_entry_json(i.entry), i.score, dict(i.breakdown)] for i in retrieval.primary
+            [_entry_json(i.entry), i.score, dict(i.breakdown), repr(dict(i.channels))]
+            for i in retrieval.primary
         ]
         data["expanded"] = [_entry_json(e) for e in retrieval.expanded]
         data["context"] = repr(retrieval.context)
@@ -279,11 +280,21 @@ def host_authorizer(seed: int) -> Any:
 EMBEDDER = gw.HashingEmbedder(64)
 
 
+def hybrid_settings(seed: int) -> gw.HybridSettings:
+    """Per seed: lexical, hybrid (fused), dense alone, or hybrid with a reranker."""
+    mode = seed % 4
+    if mode == 0:
+        return gw.HybridSettings()
+    if mode == 3:
+        return gw.HybridSettings(mode="hybrid", reranker=gw.EmbeddingReranker(EMBEDDER))
+    return gw.HybridSettings(mode="hybrid" if mode == 1 else "dense")
+
+
 def check_turns(s: Scenario, kb: gw.KnowledgeBase) -> None:
     visible = turn_visible(s)
     authorize = host_authorizer(s.seed)
-    hybrid = s.seed % 2 == 1  # half the seeds rank by lexical + dense channels, fused
-    settings = gw.HybridSettings(mode="hybrid") if hybrid else gw.HybridSettings()
+    settings = hybrid_settings(s.seed)  # lexical, fused, dense alone or reranked channels
+    hybrid = settings.mode != "lexical"
     config = gw.RetrievalConfig(
         candidate_limit=12, result_limit=5, relation_limit=6, hybrid=settings
     )
@@ -321,8 +332,13 @@ def check_turns(s: Scenario, kb: gw.KnowledgeBase) -> None:
 
 def check_engine(s: Scenario) -> None:
     visible = turn_visible(s)
+    settings = hybrid_settings(s.seed // 3)  # the engine's seeds are multiples of 3
     config = gw.GroundingConfig(
-        sources=[s.source], blocked_domains=s.blocked, authorize=host_authorizer(s.seed)
+        sources=[s.source],
+        blocked_domains=s.blocked,
+        authorize=host_authorizer(s.seed),
+        retrieval=gw.RetrievalConfig(hybrid=settings),
+        embedder=None if settings.mode == "lexical" else EMBEDDER,
     )
     with gw.GroundingEngine(config) as engine:
         assert engine.ready(30)
@@ -331,6 +347,11 @@ def check_engine(s: Scenario) -> None:
             assert outcome.metadata.failure_reason != "error", f"seed {s.seed}"
             assert set(outcome.metadata.selected_ids) <= visible
             assert set(outcome.metadata.expanded_ids) <= visible
+            channels = outcome.metadata.channels
+            if settings.mode != "lexical":
+                assert channels is not None, f"seed {s.seed}"
+                assert channels["used"] == settings.mode
+                assert set(channels["hits"]) == set(outcome.metadata.selected_ids)
             text = _scrub_query(outcome_text(outcome), query)
             assert_no_leak(s, text, visible, f"ground {query!r}")
 

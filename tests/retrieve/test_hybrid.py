@@ -278,3 +278,19 @@ def test_evidence_hybrid_respects_denied_sources() -> None:
         assert selection.channels.used == mode
         assert selection.excerpts
         assert not {e.source_id for e in selection.excerpts} & denied
+
+
+def test_theoretical_min_max_normalizes_from_each_channel_s_floor() -> None:
+    from groundwire.retrieve.channels import ChannelList, fuse
+
+    lexical = ChannelList.of("lexical", (1, 2), (8.0, 2.0))
+    dense = ChannelList.of("dense", (2, 3), (0.5, -0.5))
+    settings = HybridSettings(fusion="weighted", normalization="tmm", dense_weight=0.5)
+    hits = {hit.doc: hit for hit in fuse([lexical, dense], settings)}
+    assert hits[1].channels["lexical"].normalized == 1.0
+    assert hits[2].channels["lexical"].normalized == 0.25  # 2 / 8: BM25's floor is 0
+    assert hits[2].channels["dense"].normalized == 1.0
+    assert hits[3].channels["dense"].normalized == pytest.approx(1 / 3)  # from -1, not -0.5
+    assert hits[2].score == pytest.approx(0.5 * 0.25 + 0.5 * 1.0)
+    with pytest.raises(ConfigError, match="normalization='z' is invalid"):
+        HybridSettings(normalization="z")  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ the phrase channel ``phrase_weight``. Ties break on position (entry id, code poi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,7 +152,7 @@ class _Fused:
     def __init__(self) -> None:
         self.names: list[str] = []
         # per channel: rank (0: not listed), raw score, normalized, contribution, shown
-        self.parts: list[tuple[Positions, Values, Values, Values, MaskArray]] = []
+        self.parts: list[tuple[Positions, Values, Values, Values, MaskArray | None]] = []
 
     def add(
         self,
@@ -161,57 +161,67 @@ class _Fused:
         raw: Values,
         norm: Values,
         contribution: Values,
-        shown: MaskArray,
+        shown: MaskArray | None = None,
     ) -> None:
+        """A channel's arrays; ``shown`` (default: listed, or a non-zero score) says which
+        union positions name the channel in their breakdown."""
         self.names.append(name)
         self.parts.append((ranks, raw, norm, contribution, shown))
 
+    def parts_of(self, at: int) -> dict[str, ChannelScore]:
+        """The breakdown of union position ``at``."""
+        out: dict[str, ChannelScore] = {}
+        for name, (ranks, raw, norm, added, shown) in zip(self.names, self.parts, strict=True):
+            rank, score = int(ranks[at]), float(raw[at])
+            if (rank > 0 or score != 0.0) if shown is None else bool(shown[at]):
+                out[name] = ChannelScore(rank, score, float(norm[at]), float(added[at]))
+        return out
 
-class _Parts(Mapping[str, ChannelScore]):
-    """One hit's per-channel breakdown, made on first access (most hits are never read)."""
 
-    __slots__ = ("_at", "_built", "_fused")
+class FusedHit:
+    """One fused result: internal position, fused score and each channel's part.
 
-    def __init__(self, fused: _Fused, at: int) -> None:
+    ``channels`` is computed when first read (most hits of a list never are).
+    """
+
+    __slots__ = ("_at", "_channels", "_fused", "doc", "score")
+
+    def __init__(
+        self,
+        doc: int,
+        score: float,
+        channels: Mapping[str, ChannelScore] | None = None,
+        *,
+        fused: _Fused | None = None,
+        at: int = 0,
+    ) -> None:
+        self.doc, self.score = doc, score
+        self._channels = channels
         self._fused, self._at = fused, at
-        self._built: dict[str, ChannelScore] | None = None
 
-    def _parts(self) -> dict[str, ChannelScore]:
-        built = self._built
-        if built is None:
-            at = self._at
-            built = {
-                name: ChannelScore(
-                    int(ranks[at]), float(raw[at]), float(norm[at]), float(added[at])
-                )
-                for name, (ranks, raw, norm, added, shown) in zip(
-                    self._fused.names, self._fused.parts, strict=True
-                )
-                if shown[at]
-            }
-            self._built = built
-        return built
+    @property
+    def channels(self) -> Mapping[str, ChannelScore]:
+        """Each channel's rank, raw score, normalized score and contribution."""
+        parts = self._channels
+        if parts is None:
+            parts = {} if self._fused is None else self._fused.parts_of(self._at)
+            self._channels = parts
+        return parts
 
-    def __getitem__(self, name: str) -> ChannelScore:
-        return self._parts()[name]
+    def with_score(self, score: float) -> FusedHit:
+        """This hit with another score (a reranker's), its breakdown unchanged."""
+        return FusedHit(self.doc, score, self.channels)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._parts())
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FusedHit):
+            return NotImplemented
+        mine = (self.doc, self.score, dict(self.channels))
+        return mine == (other.doc, other.score, dict(other.channels))
 
-    def __len__(self) -> int:
-        return len(self._parts())
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return repr(self._parts())
-
-
-@dataclass(frozen=True, slots=True)
-class FusedHit:
-    """One fused result: internal position, fused score and each channel's part."""
-
-    doc: int
-    score: float
-    channels: Mapping[str, ChannelScore]
+        return f"FusedHit(doc={self.doc!r}, score={self.score!r}, channels={dict(self.channels)!r})"
 
 
 def channel_weights(settings: HybridSettings) -> dict[str, float]:
@@ -225,11 +235,18 @@ def channel_weights(settings: HybridSettings) -> dict[str, float]:
 Scorer = Callable[[Positions], Sequence[float] | Values]
 
 
-def _normalized(values: Values) -> Values:
-    """Min-max: best 1, worst 0; all equal maps to 1."""
-    high, low = float(values.max()), float(values.min())
+#: The lowest score each channel can give (theoretical min-max): BM25 and phrase boosts
+#: are never negative, a cosine is at least -1.
+FLOORS: dict[str, float] = {"lexical": 0.0, "phrase": 0.0, "dense": -1.0}
+
+
+def _normalized(values: Values, floor: float | None = None) -> Values:
+    """Min-max (``floor`` None): best 1, worst 0, all equal 1. Theoretical min-max: from
+    ``floor`` (0) to the best (1); all at the floor maps to 0."""
+    high = float(values.max())
+    low = float(values.min()) if floor is None else floor
     if high == low:
-        return np.ones_like(values)
+        return np.ones_like(values) if floor is None else np.zeros_like(values)
     return (values - low) / (high - low)
 
 
@@ -239,7 +256,7 @@ def _hits(fused: _Fused, union: Positions, totals: Values, limit: int | None) ->
         order = order[:limit]
     docs, scores = union[order].tolist(), totals[order].tolist()
     return [
-        FusedHit(doc, score, _Parts(fused, at))
+        FusedHit(doc, score, fused=fused, at=at)
         for doc, score, at in zip(docs, scores, order.tolist(), strict=True)
     ]
 
@@ -279,9 +296,10 @@ def fuse(
             missing = np.flatnonzero(ranks == 0)
             if scorer is not None and missing.shape[0]:
                 raw[missing] = np.asarray(scorer(union[missing]), dtype=np.float64)
-            norm = _normalized(raw)
+            floor = FLOORS.get(channel.name, 0.0) if settings.normalization == "tmm" else None
+            norm = _normalized(raw, floor)
             added = weight * norm
-            fused.add(channel.name, ranks, raw, norm, added, (ranks > 0) | (raw != 0.0))
+            fused.add(channel.name, ranks, raw, norm, added)
         totals += added  # channels in list order, as a per-hit running sum would add them
     return _hits(fused, union, totals, limit)
 
@@ -293,8 +311,8 @@ def dense_hits(channel: ChannelList) -> list[FusedHit]:
     fused = _Fused()
     ranks = np.arange(1, len(channel) + 1)
     scores = channel.scores
-    fused.add("dense", ranks, scores, _normalized(scores), scores, ranks > 0)
+    fused.add("dense", ranks, scores, _normalized(scores), scores)
     return [
-        FusedHit(doc, score, _Parts(fused, at))
+        FusedHit(doc, score, fused=fused, at=at)
         for at, (doc, score) in enumerate(zip(channel.docs.tolist(), scores.tolist(), strict=True))
     ]

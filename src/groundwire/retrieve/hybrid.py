@@ -422,7 +422,7 @@ def search_channels(
             vectors=index,
             query_vector=vector,
         )
-        hits = [replace(hits[n], score=score) for n, score in zip(order, scores, strict=True)]
+        hits = [hits[n].with_score(score) for n, score in zip(order, scores, strict=True)]
     fusion = settings.fusion if used == "hybrid" else None
     return hits, HybridReport(settings.mode, used, fusion, reason, embed_ms, sizes, rerank)
 
