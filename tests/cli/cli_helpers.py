@@ -34,6 +34,7 @@ METADATA_KEYS = {
     "out_of_scope_count",
     "out_of_scope_integrations",
     "authorization_errors",
+    "channels",
 }
 STATUS_KEYS = {"enabled", "ready", "entry_count", "last_error", "validation_issues"}
 ISSUE_KEYS = {"severity", "code", "message", "source_id", "entry_id", "field", "origin"}

@@ -253,3 +253,23 @@ def test_an_update_with_another_policy_relabels_like_a_rebuild(docs: Path, tmp_p
     assert _searches(out) == _searches(rebuilt)
     assert ids(run("search", str(out), "payroll", "--tenant", "beta", "--subject", "b",
                    "--json").output) == ["hr/pay.md#0"]  # fmt: skip
+
+
+def test_ground_by_channels_sees_only_the_principals_view(kb: str, tmp_path: Path) -> None:
+    cache = str(tmp_path / "embeddings.sqlite")
+    for mode in ("dense", "hybrid"):
+        result = run(
+            *("ground", kb, "rotate payroll keys", "--mode", mode, "--model", "hashing"),
+            *("--embedding-cache", cache, "--tenant", "acme", "--subject", "a", "--json"),
+        )
+        assert result.exit_code == 0, result.output
+        meta = json.loads(result.output)["metadata"]
+        assert meta["channels"]["used"] == mode
+        assert set(meta["selected_ids"]) <= {"acme.keys", "shared.keys"}
+        assert set(meta["channels"]["hits"]) == set(meta["selected_ids"])
+    documents = tmp_path / "docs"
+    documents.mkdir()
+    (documents / "a.md").write_text("# Keys\nRotate keys.\n", encoding="utf-8")
+    result = run("ground", str(documents), "rotate keys", "--mode", "hybrid")
+    assert result.exit_code == 2
+    assert "'--mode': it applies to knowledge bases only" in result.output

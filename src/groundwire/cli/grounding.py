@@ -109,6 +109,7 @@ def _outcome_json(outcome: GroundingOutcome) -> dict[str, Any]:
             "out_of_scope_count": meta.out_of_scope_count,
             "out_of_scope_integrations": list(meta.out_of_scope_integrations),
             "authorization_errors": list(meta.authorization_errors),
+            "channels": None if meta.channels is None else dict(meta.channels),
         },
         "candidates": [
             {"id": item.entry.id, "score": item.score, "coverage": item.coverage}
@@ -334,6 +335,10 @@ def ground(
         ),
     ] = None,
     gate: GateOpt = GateMode.relevance,
+    mode: ModeOpt = "lexical",
+    model: ModelOpt = DEFAULT_LOCAL_MODEL,
+    cache: CacheOpt = None,
+    allow_remote: AllowRemoteOpt = False,
     tenant: TenantOpt = None,
     subject: SubjectOpt = None,
     group: GroupOpt = None,
@@ -352,7 +357,13 @@ def ground(
     --tenant/--subject/--group run the turn as that principal (a development aid);
     without them it runs anonymously: entries and chunks with tenant or ACL labels are
     not visible.
+
+    With --mode dense or hybrid (knowledge bases), the engine embeds the entries with
+    --model (a snapshot's saved vectors are used when they match; embeddings are cached)
+    and the metadata reports the channels.
     """
+    if mode not in MODES:
+        fail(f"--mode {mode!r} is invalid: expected one of {', '.join(MODES)}")
     principal = principal_of(tenant, subject, group or ())
     documents_only = {
         "limit": limit,
@@ -362,6 +373,7 @@ def ground(
     }
     if is_documents(kb):
         reject_options(True, integration=integration, blocked_domain=blocked_domain, turn=turn)
+        reject_options(True, mode=None if mode == "lexical" else mode)
         given = {name: value for name, value in documents_only.items() if value is not None}
         _ground_documents(
             kb,
@@ -379,8 +391,9 @@ def ground(
     config = GroundingConfig(
         sources=() if KnowledgeBase.is_snapshot(kb) else load_kb(kb),
         blocked_domains=tuple(blocked_domain or ()),
-        retrieval=RetrievalConfig(gate=gate.value),
+        retrieval=RetrievalConfig(gate=gate.value, hybrid=HybridSettings(mode=mode)),  # type: ignore[arg-type]
         context=ContextConfig(max_tokens=max_tokens),
+        embedder=None if mode == "lexical" else cached_embedder(model, cache, allow_remote),
     )
     with quiet_library_warnings(), open_engine(kb, config) as engine:  # errors listed below
         engine.ready()
