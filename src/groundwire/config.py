@@ -916,7 +916,7 @@ class GroundingConfig:
     #: The host's own check, ``authorize(principal, entry) -> bool``, on top of tenant and
     #: ACL labels; only ``True`` allows. Synchronous (an async function is refused).
     authorize: Callable[[Principal | None, KnowledgeEntry], object] | None = None
-    #: The :class:`~groundwire.Embedder` of the dense channel (needed when
+    #: The :class:`~groundwire.Embedder` of the dense channel (needed, and used, when
     #: ``retrieval.hybrid.mode`` is ``"dense"`` or ``"hybrid"``): the engine embeds the
     #: snapshot's entries with it when it installs one, and each turn's query.
     embedder: Any = field(default=None, compare=False)

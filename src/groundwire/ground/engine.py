@@ -223,7 +223,7 @@ class GroundingEngine:
         """Swap in ``snapshot`` with its vectors (raises, installing nothing, if they fail)."""
         embedder = self._config.embedder
         vectors = None
-        if embedder is not None:
+        if embedder is not None and self._config.retrieval.hybrid.mode != "lexical":
             vectors = snapshot_vectors(snapshot, path, embedder, verify=self._verify == "full")
         self._served = (snapshot, vectors)  # atomic reference swap
         self._last_error = None

@@ -260,7 +260,7 @@ class VectorIndex:
         """Cosine of ``query`` with the rows ``docs`` (all rows when None), float32."""
         rows = np.arange(len(self.ids)) if docs is None else np.asarray(docs, dtype=np.int64)
         view = self._kernel()
-        if view is not None and rows.shape[0] and docs is not None:
+        if view is not None and rows.shape[0]:  # the kernel's scores, as search ranks by
             if int(rows.min()) < 0 or int(rows.max()) >= len(self.ids):
                 raise QueryError(f"positions must lie within the {len(self.ids)} vectors")
             return _dense.rows(view, np.ascontiguousarray(query, dtype=np.float32), rows)
