@@ -294,3 +294,32 @@ def test_the_dense_channel_sees_only_the_principal_s_entries(
     anonymous = engine.ground("signing keys quarter rotate").metadata
     assert anonymous.selected_ids == ("shared.keys",)
     assert np.isfinite(anonymous.channels["hits"]["shared.keys"]["dense"]["score"])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_vectors_held_in_the_snapshot_s_section_serve_the_engine(
+    tmp_path: Path, handbook_sources: list[gw.KnowledgeSource], dtype: str
+) -> None:
+    kb = gw.KnowledgeBase.from_sources(handbook_sources)
+    embedder = Counting()
+    vectors = gw.VectorIndex.build(kb, embedder, dtype=dtype)  # type: ignore[arg-type]
+    path = tmp_path / "handbook.snapshot"
+    kb.with_section(vectors.section()).save(path)
+    loaded = gw.KnowledgeBase.load(path)
+    held = gw.VectorIndex.from_section(loaded)
+    assert held is not None
+    assert (held.ids, held.model_id, held.dtype) == (vectors.ids, vectors.model_id, dtype)
+    query = embedder.embed_query("refund policy")
+    assert held.search(query, 5) == vectors.search(query, 5)
+    config = GroundingConfig(
+        retrieval=RetrievalConfig(hybrid=HybridSettings(mode="hybrid")), embedder=embedder
+    )
+    with GroundingEngine.from_snapshot(path, config) as engine:
+        assert embedder.documents == len(kb)  # read from the section, not embedded again
+        channels = engine.ground("refund policy").metadata.channels
+        assert channels is not None
+        assert channels["used"] == "hybrid"
+    assert gw.VectorIndex.from_section(kb) is None  # no section: None
+    other = kb.with_section(gw.VectorIndex(vectors.ids[:-1], vectors.matrix()[:-1], "m").section())
+    with pytest.raises(gw.IndexFormatError, match="does not fit its entries"):
+        gw.VectorIndex.from_section(other)

@@ -92,7 +92,11 @@ def sidecar(snapshot: Path) -> Path:
 
 
 def vectors_for(kb: KnowledgeBase, source: Path, embedder: Embedder) -> VectorIndex:
-    """The snapshot's saved vectors when they match ``kb`` and the model, else built now."""
+    """The snapshot's vectors (its section, else the file beside it) when they match ``kb``
+    and the model, else built now."""
+    held = VectorIndex.from_section(kb)
+    if held is not None and held.model_id == embedder.model_id:
+        return held
     saved = sidecar(source)
     if KnowledgeBase.is_snapshot(source) and saved.is_file():
         vectors = VectorIndex.load(saved)

@@ -47,12 +47,14 @@ from groundwire.config import DEFAULT_ANN_THRESHOLD, VECTOR_DTYPES
 from groundwire.embed.base import Embedder, Matrix, check_embedder, first_row, normalize_rows
 from groundwire.errors import ConfigError, IndexFormatError, KnowledgeIndexError, QueryError
 from groundwire.index import _dense
+from groundwire.index.parts import SnapshotSection
 from groundwire.model import KnowledgeEntry
 
 if TYPE_CHECKING:
     from groundwire.index.knowledge_base import KnowledgeBase
 
 __all__ = [
+    "SECTION",
     "AnnSearcher",
     "VectorDtype",
     "VectorIndex",
@@ -60,6 +62,14 @@ __all__ = [
     "snapshot_vectors",
     "vectors_path",
 ]
+
+#: The snapshot section that holds a knowledge base's vectors (docs/INDEX.md, "Sections").
+SECTION = "vectors"
+
+
+def _ids_digest(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\x00".join(ids).encode("utf-8")).hexdigest()
+
 
 VectorDtype = Literal["float32", "float16", "int8"]
 MaskArray = npt.NDArray[np.bool_]
@@ -410,6 +420,61 @@ class VectorIndex:
         )
         return index
 
+    # -- the snapshot section -----------------------------------------------------------------
+    def section(self) -> SnapshotSection:
+        """These vectors as the snapshot's ``vectors`` section: ``kb.with_section(...)``
+        then ``save`` stores them checksummed inside the snapshot, memory-mapped on load."""
+        arrays = {"matrix": np.asarray(self._matrix)}
+        if self._scale is not None:
+            arrays["scale"] = np.asarray(self._scale, dtype=np.float32)
+        meta = {
+            "model_id": self.model_id,
+            "dimensions": self.dimensions,
+            "dtype": self.dtype,
+            "ids_sha256": _ids_digest(self.ids),
+        }
+        return SnapshotSection(SECTION, meta, arrays)
+
+    @classmethod
+    def from_section(cls, kb: KnowledgeBase) -> VectorIndex | None:
+        """The vectors ``kb``'s snapshot holds in its ``vectors`` section (None without one).
+
+        Raises :class:`IndexFormatError` when the section does not fit ``kb`` (other ids,
+        shapes or types): rebuild the vectors.
+        """
+        section = kb.sections.get(SECTION)
+        if section is None:
+            return None
+        ids = tuple(entry.id for entry in kb)
+        meta, arrays = section.meta, section.arrays
+        matrix, scale = arrays.get("matrix"), arrays.get("scale")
+        dtype, dims = meta.get("dtype"), meta.get("dimensions")
+        fits = (
+            matrix is not None
+            and isinstance(meta.get("model_id"), str)
+            and dtype in VECTOR_DTYPES
+            and matrix.dtype.name == dtype
+            and matrix.shape == (len(ids), dims)
+            and (scale is None) == (dtype != "int8")
+            and (scale is None or scale.shape == (len(ids),))
+            and meta.get("ids_sha256") == _ids_digest(ids)
+        )
+        if not fits or matrix is None:
+            raise IndexFormatError(
+                "the snapshot's vectors section does not fit its entries; rebuild the "
+                "vectors (VectorIndex.build, or index/ingest --embed)"
+            )
+        index = cls.__new__(cls)
+        index.ids, index.model_id = ids, str(meta["model_id"])
+        index.dimensions, index.dtype = int(matrix.shape[1]), dtype  # type: ignore[assignment]
+        index._matrix, index._scale, index._ann, index._view = matrix, scale, None, False
+        index._nonzero = (
+            np.abs(index._rows(np.arange(len(ids)))).sum(axis=1) > 0
+            if ids
+            else np.zeros(0, dtype=bool)
+        )
+        return index
+
     def check_for(self, kb: KnowledgeBase) -> VectorIndex:
         """This index if it matches ``kb``, else a :class:`KnowledgeIndexError` with the fix."""
         if not self.matches(kb):
@@ -434,8 +499,12 @@ def snapshot_vectors(
     *,
     verify: bool = True,
 ) -> VectorIndex:
-    """The vectors saved beside ``snapshot`` when they hold ``kb``'s entries embedded by
-    ``embedder``'s model, else built now (a damaged file raises :class:`IndexFormatError`)."""
+    """``kb``'s vectors for ``embedder``'s model: the snapshot's ``vectors`` section, else
+    the file saved beside ``snapshot`` (``<snapshot>.vectors``), when they hold ``kb``'s
+    entries embedded by that model; else built now. Damage raises :class:`IndexFormatError`."""
+    held = VectorIndex.from_section(kb)
+    if held is not None and held.model_id == embedder.model_id:
+        return held
     saved = None if snapshot is None else vectors_path(snapshot)
     if saved is not None and saved.is_file():
         vectors = VectorIndex.load(saved, verify=verify)
