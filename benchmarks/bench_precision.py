@@ -93,6 +93,8 @@ class Turn:
     confidence: str
     tokens: int
     reason: str | None
+    primary: tuple[str, ...] = ()
+    ranked: tuple[tuple[str, float, float], ...] = ()  # (id, score, coverage) of candidates
 
 
 def ground_all(
@@ -112,8 +114,45 @@ def ground_all(
             outcome.metadata.confidence if outcome.block else "none",
             outcome.metadata.context_tokens if outcome.block else 0,
             outcome.metadata.failure_reason,
+            retrieval.selected_ids if retrieval is not None else (),
+            tuple(
+                (item.entry.id, item.score, item.coverage or 0.0)
+                for item in (retrieval.candidates if retrieval is not None else ())
+            ),
         )
     return out
+
+
+def print_misses(
+    kb: gw.KnowledgeBase,
+    turns: dict[str, Turn],
+    qrels: dict[str, dict[str, int]],
+    in_scope: Callable[[str], bool],
+) -> None:
+    """Per question: the judged entries the scope lets in but the block lacks, with their
+    rank among the candidates, score relative to the best kept entry, coverage, and the
+    kept entries that link to them (what the relationship expansion could have added)."""
+    for qid, turn in turns.items():
+        missed = sorted(
+            doc
+            for doc, grade in qrels[qid].items()
+            if grade > 0 and in_scope(doc) and doc not in turn.included
+        )
+        if not missed:
+            continue
+        ids = [doc for doc, _, _ in turn.ranked]
+        best = max((score for doc, score, _ in turn.ranked if doc in turn.primary), default=0.0)
+        print(f"{qid}: kept {', '.join(turn.included) or '-'}")
+        for doc in missed:
+            linked = [kept for kept in turn.primary if doc in kb.related(kept)]
+            if doc in ids:
+                _, score, coverage = turn.ranked[ids.index(doc)]
+                where = f"rank {ids.index(doc)}, coverage {coverage:.2f}"
+                where += f", score ratio {score / best:.2f}" if best else ""
+            else:
+                where = "not a candidate"
+            print(f"  missed {doc} (grade {qrels[qid][doc]}): {where}, linked from {linked or '-'}")
+    print()
 
 
 def judged_figures(
@@ -189,7 +228,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     print()
 
 
-def entries(gate: RelevanceGate) -> dict[str, object]:
+def entries(gate: RelevanceGate, misses: bool = False) -> dict[str, object]:
     """Every handbook figure, before and after, under both scopes."""
     sources = gw.load_sources(HANDBOOK)
     kb = gw.KnowledgeBase.from_sources(sources)
@@ -217,7 +256,11 @@ def entries(gate: RelevanceGate) -> dict[str, object]:
                 engine.ready()
                 for name, (queries, qrels) in sets.items():
                     turns = ground_all(engine, queries, scope)
-                    f = judged_figures(turns, qrels, partial(_in_scope, kb, scope=scope))
+                    in_scope = partial(_in_scope, kb, scope=scope)
+                    f = judged_figures(turns, qrels, in_scope)
+                    if misses and retrieval.gate != "off":
+                        print(f"-- {name}, scope {scope_name}: judged entries in scope, missed")
+                        print_misses(kb, turns, qrels, in_scope)
                     rows.append(
                         [
                             name,
@@ -310,13 +353,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     parser.add_argument("--no-scifact", action="store_true", help="skip SciFact")
     parser.add_argument("--no-documents", action="store_true", help="entries only")
+    parser.add_argument(
+        "--misses", action="store_true", help="print the judged entries the gate leaves out"
+    )
     args = parser.parse_args(argv)
     gate = RelevanceGate(
         **{f.name: getattr(args, f.name) for f in dataclasses.fields(RelevanceGate)}
     )
     print(f"groundwire {gw.__version__}, {source_state(REPO)}")
     print(f"gate: {gate}\n")
-    entries(gate)
+    entries(gate, misses=args.misses)
     if not args.no_documents:
         documents(gate, scifact=not args.no_scifact)
 
