@@ -19,7 +19,7 @@ from groundwire.config import HybridSettings
 from groundwire.errors import QueryError
 from groundwire.index.knowledge_base import check_k
 from groundwire.model import Filter
-from groundwire.retrieve.channels import ChannelList, fuse
+from groundwire.retrieve.channels import ChannelList, Positions, fuse
 
 __all__ = ["hybrid_search"]
 
@@ -53,15 +53,15 @@ def hybrid_search(
     phrase = sorted(phrase, key=lambda hit: (-hit.score, -bm25.get(hit.id, 0.0), hit.id))
 
     def channel(name: str, hits: list[BackendHit]) -> ChannelList:
-        return ChannelList(name, tuple(position[h.id] for h in hits), tuple(h.score for h in hits))
+        return ChannelList.of(name, [position[h.id] for h in hits], [h.score for h in hits])
 
-    def lexical_scorer(docs: list[int]) -> list[float]:
-        wanted = [ids[doc] for doc in docs]
+    def lexical_scorer(docs: Positions) -> list[float]:
+        wanted = [ids[int(doc)] for doc in docs]
         found = backend.lexical_scores(query, flt, wanted)
         return [found.get(entry_id, 0.0) for entry_id in wanted]
 
-    def dense_scorer(docs: list[int]) -> list[float]:
-        wanted = [ids[doc] for doc in docs]
+    def dense_scorer(docs: Positions) -> list[float]:
+        wanted = [ids[int(doc)] for doc in docs]
         found = backend.dense_scores(vector, flt, wanted)
         return [found.get(entry_id, 0.0) for entry_id in wanted]
 
