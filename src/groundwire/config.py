@@ -1030,6 +1030,11 @@ MEMORY_TYPES: Final[tuple[str, ...]] = (
 )  # fmt: skip
 #: Seconds a store waits for another process's write lock before failing: writes are short.
 MEMORY_STORE_BUSY_TIMEOUT_S: Final = 10.0
+#: KiB of SQLite page cache per open store (SQLite's default is 2 MiB): a recall reads the
+#: text index, the graph and ~100 rows, and a 10,000-memory store is ~12 MiB — with the
+#: default, each recall evicts what the next one needs and re-reads it from the OS. The
+#: cache grows only as pages are read.
+MEMORY_STORE_CACHE_KIB: Final = 65_536
 #: Memories one recall returns unless asked: a prompt's worth of remembered facts.
 MEMORY_RECALL_LIMIT: Final = 10
 #: Most memories one recall may return.

@@ -19,6 +19,7 @@ score, ties broken on id.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,11 @@ if TYPE_CHECKING:
     from groundwire.memory.store import MemoryStore
 
 __all__ = ["Ranked", "RecallCaches", "finish", "record", "run", "with_limit"]
+
+
+#: A candidate row: the memory's ``_COLUMNS``, its terms and (from the content query) score.
+Row = tuple[Any, ...]
+_TERMS, _SCORE = 16, 17
 
 
 @dataclass(slots=True)
@@ -88,14 +94,37 @@ def _normalized(rows: Sequence[tuple[str, float]]) -> dict[str, float]:
 
 def _content(
     conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int
-) -> dict[str, float]:
+) -> tuple[dict[str, float], dict[str, Row]]:
+    """The top ``k`` content matches the scope may see, normalized, with their rows.
+
+    First the best ``2k`` matches of the whole index, checked for the scope: that is the
+    answer when it provably holds every visible match scoring at least the k-th visible
+    one (all matches fetched, or the k-th scores above the last fetched). Otherwise —
+    many matches the scope may not see, or ties at the edge — the scope check runs over
+    every match.
+    """
+    from groundwire.memory.store import _COLUMNS
+
+    match, fetch = _match(terms), 2 * k
     rows = conn.execute(
-        "SELECT m.id, -bm25(memories_fts) AS s FROM memories_fts JOIN memories m"
-        f" ON m.seq = memories_fts.rowid WHERE memories_fts MATCH ? AND {where}"
-        " ORDER BY s DESC, m.id LIMIT ?",
-        (_match(terms), *params, k),
+        "WITH top AS MATERIALIZED (SELECT rowid AS seq, -bm25(memories_fts) AS s"
+        " FROM memories_fts WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?)"
+        f" SELECT {_COLUMNS}, m.terms, top.s, (SELECT COUNT(*) FROM top),"
+        f" (SELECT MIN(s) FROM top) FROM top JOIN memories m ON m.seq = top.seq"
+        f" WHERE {where} ORDER BY top.s DESC, m.id LIMIT ?",
+        (match, fetch, *params, k),
     ).fetchall()
-    return _normalized(rows)
+    exact = rows and (rows[0][-2] < fetch or (len(rows) == k and rows[-1][_SCORE] > rows[0][-1]))
+    if not exact:
+        rows = conn.execute(
+            "WITH hits AS MATERIALIZED (SELECT m.seq AS seq, -bm25(memories_fts) AS s"
+            " FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? AND {where} ORDER BY s DESC, m.id LIMIT ?)"
+            f" SELECT {_COLUMNS}, m.terms, hits.s FROM hits JOIN memories m"
+            " ON m.seq = hits.seq ORDER BY hits.s DESC, m.id",
+            (match, *params, k),
+        ).fetchall()
+    return _normalized([(r[0], r[_SCORE]) for r in rows]), {r[0]: r for r in rows}
 
 
 def _hints(
@@ -172,36 +201,34 @@ def _hub_threshold(
     return cached[1]
 
 
-def _load(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Candidate]:
-    marks = ", ".join("?" for _ in ids)
+def _load(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Row]:
+    """Candidate rows by id (one statement whatever the number of ids)."""
+    from groundwire.memory.store import _COLUMNS
+
     rows = conn.execute(
-        "SELECT id, content, terms, type, importance, pinned, created_at, accessed_at"
-        f" FROM memories WHERE id IN ({marks})",
-        list(ids),
-    ).fetchall()
-    return {
-        r[0]: Candidate(
-            r[0],
-            r[1],
-            frozenset(r[2].split()),
-            r[3],
-            float(r[4]),
-            bool(r[5]),
-            float(r[6]),
-            float(r[7]),
-        )
-        for r in rows
-    }
+        f"SELECT {_COLUMNS}, m.terms FROM memories m"
+        " WHERE m.id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(ids)),),
+    )
+    return {r[0]: r for r in rows}
+
+
+def _candidate(r: Row) -> Candidate:
+    return Candidate(
+        r[0], r[3], frozenset(r[_TERMS].split()), r[4], float(r[5]), bool(r[10]),
+        float(r[6]), float(r[8]), row=r,
+    )  # fmt: skip
 
 
 def _graph_links(conn: sqlite3.Connection, candidates: dict[str, Candidate]) -> None:
-    marks = ", ".join("?" for _ in candidates)
-    for memory_id, count in conn.execute(
-        "SELECT mm.memory_id, e.mentions FROM memory_entity_mentions mm"
-        f" JOIN entities e ON e.id = mm.entity_id WHERE mm.memory_id IN ({marks})",
-        list(candidates),
+    """The fewest mentions among each candidate's entities: all the hub stage needs."""
+    for memory_id, fewest in conn.execute(
+        "SELECT mm.memory_id, MIN(e.mentions) FROM memory_entity_mentions mm"
+        " JOIN entities e ON e.id = mm.entity_id"
+        " WHERE mm.memory_id IN (SELECT value FROM json_each(?)) GROUP BY mm.memory_id",
+        (json.dumps(list(candidates)),),
     ):
-        candidates[memory_id].entity_mentions.append(int(count))
+        candidates[memory_id].entity_mentions.append(int(fewest))
 
 
 def _currentness(
@@ -213,13 +240,14 @@ def _currentness(
     active claim in it, so the current value is the slot's active attribute — named only
     when its memory is visible to ``scope``.
     """
-    marks = ", ".join("?" for _ in candidates)
+    if not candidates:
+        return
     rows = conn.execute(
         "SELECT ea.memory_id, e.name, a.name, ea.value, ea.aspect_id, ea.group_key,"
         " ea.claim_key FROM entity_attributes ea JOIN entities e ON e.id = ea.entity_id"
-        " JOIN aspects a ON a.id = ea.aspect_id"
-        f" WHERE ea.status = 'superseded' AND ea.memory_id IN ({marks}) ORDER BY ea.id",
-        list(candidates),
+        " JOIN aspects a ON a.id = ea.aspect_id WHERE ea.status = 'superseded'"
+        " AND ea.memory_id IN (SELECT value FROM json_each(?)) ORDER BY ea.id",
+        (json.dumps(list(candidates)),),
     ).fetchall()
     if not rows:
         return
@@ -230,9 +258,9 @@ def _currentness(
         for r in conn.execute(
             "SELECT ea.aspect_id, ea.group_key, ea.claim_key, ea.value, ea.memory_id"
             " FROM entity_attributes ea JOIN memories m ON m.id = ea.memory_id"
-            f" WHERE ea.status = 'active' AND ea.aspect_id IN ({', '.join('?' for _ in aspects)})"
+            " WHERE ea.status = 'active' AND ea.aspect_id IN (SELECT value FROM json_each(?))"
             f" AND ea.claim_key IS NOT NULL AND {condition} ORDER BY ea.id",
-            [*aspects, *params],
+            [json.dumps(aspects), *params],
         )
     }
     for memory_id, entity, aspect, value, aspect_id, group_key, claim_key in rows:
@@ -274,7 +302,7 @@ def run(
     time_sql, time_params = _time_sql(since, until)
     where, params = condition + time_sql, [*params, *time_params]
     k = cfg.candidates
-    content = _content(conn, terms, where, params, k) if terms else {}
+    content, rows = _content(conn, terms, where, params, k) if terms else ({}, {})
     hints = _hints(conn, terms, where, params, k) if terms and cfg.hints else {}
     vectors: dict[str, float] = {}
     if cfg.vectors and store.embedder is not None:
@@ -306,7 +334,10 @@ def run(
     ids = sorted(anchored | linked)
     if not ids:
         return Ranked(query, (), graph, freshness)
-    candidates = _load(conn, ids)
+    missing = [mid for mid in ids if mid not in rows]  # content rows came with the match
+    if missing:
+        rows.update(_load(conn, missing))
+    candidates = {mid: _candidate(rows[mid]) for mid in ids if mid in rows}
     use_vectors = bool(vectors)
     for mid, c in candidates.items():
         text = content.get(mid, 0.0)
@@ -350,7 +381,7 @@ def run(
     shaping.cap_traversal_only(ranked, cfg)
     ranked.sort(key=lambda c: (-c.score, c.id))
     top = ranked[: cfg.limit]
-    memories = _memories(conn, top)
+    memories = _memories(top)
     return Ranked(query, memories, graph, freshness)
 
 
@@ -359,26 +390,19 @@ def _in_time(
 ) -> set[str]:
     if not ids:
         return set()
-    marks = ", ".join("?" for _ in ids)
     rows = conn.execute(
-        f"SELECT m.id FROM memories m WHERE m.id IN ({marks}){time_sql}", [*ids, *params]
+        f"SELECT m.id FROM memories m WHERE m.id IN (SELECT value FROM json_each(?)){time_sql}",
+        [json.dumps(sorted(ids)), *params],
     )
     return {row[0] for row in rows}
 
 
-def _memories(conn: sqlite3.Connection, top: Sequence[Candidate]) -> tuple[RecalledMemory, ...]:
-    from groundwire.memory.store import _COLUMNS, row_memory
+def _memories(top: Sequence[Candidate]) -> tuple[RecalledMemory, ...]:
+    from groundwire.memory.store import row_memory
 
-    if not top:
-        return ()
-    marks = ", ".join("?" for _ in top)
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks})", [c.id for c in top]
-    )
-    by_id = {row[0]: row_memory(row) for row in rows}
     return tuple(
         RecalledMemory(
-            by_id[c.id], round(c.score, 6), rank, dict(c.channels), dict(c.stages), c.note
+            row_memory(c.row), round(c.score, 6), rank, dict(c.channels), dict(c.stages), c.note
         )
         for rank, c in enumerate(top, start=1)
     )

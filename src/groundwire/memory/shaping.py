@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from groundwire.config import MemoryRecallConfig
 
@@ -90,6 +90,7 @@ class Candidate:
     entity_mentions: list[int] = field(default_factory=list)
     superseded_by: list[str] = field(default_factory=list)  # currentness notes
     note: str | None = None
+    row: tuple[Any, ...] = ()  # the stored row it was loaded from (becomes its Memory)
 
     def scale(self, stage: str, factor: float) -> None:
         self.score *= factor
@@ -111,13 +112,18 @@ def split_facets(query: str) -> list[str]:
     return [part for part in _FACET_SPLIT.split(query) if part.strip()]
 
 
-def _near(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
-    """Whether the Jaccard similarity of ``a`` and ``b`` reaches ``threshold``."""
-    size_a, size_b = len(a), len(b)
-    small, large = (size_a, size_b) if size_a <= size_b else (size_b, size_a)
-    if not large or small < threshold * large:  # |a & b| / |a | b| <= small / large
-        return False
-    return len(a & b) >= threshold * len(a | b)
+def _near_any(terms: frozenset[str], kept: Sequence[tuple[frozenset[str], int]], t: float) -> bool:
+    """Whether the Jaccard similarity of ``terms`` and one of ``kept`` (sets with their
+    sizes) reaches ``t``."""
+    size = len(terms)
+    for other, other_size in kept:
+        small, large = (size, other_size) if size <= other_size else (other_size, size)
+        if not large or small < t * large:  # |a & b| / |a | b| <= small / large
+            continue
+        common = len(terms & other)
+        if common >= t * (size + other_size - common):  # |a | b| = |a| + |b| - |a & b|
+            return True
+    return False
 
 
 def apply_facets(
@@ -132,14 +138,14 @@ def apply_facets(
     """
     window = ranked[: cfg.facet_window]
     covered: set[int] = set()
-    kept: list[frozenset[str]] = []
+    kept: list[tuple[frozenset[str], int]] = []
     multi = len(facets) >= 2
     for candidate in window:
         factor = 1.0
-        if any(_near(candidate.terms, other, cfg.near_duplicate_jaccard) for other in kept):
+        if _near_any(candidate.terms, kept, cfg.near_duplicate_jaccard):
             factor *= cfg.near_duplicate_penalty
         else:
-            kept.append(candidate.terms)
+            kept.append((candidate.terms, len(candidate.terms)))
         if multi:
             new = {i for i, facet in enumerate(facets) if facet & candidate.terms} - covered
             if new and factor == 1.0:
@@ -184,7 +190,7 @@ def apply_resolution(candidates: Sequence[Candidate], cfg: MemoryRecallConfig) -
             continue
         if c.type in ("constraint", "decision"):
             c.scale("resolution", cfg.resolution_boost)
-        elif c.terms & MONTH_TERMS or _ISO_DATE.search(c.content):
+        elif not c.terms.isdisjoint(MONTH_TERMS) or _ISO_DATE.search(c.content):
             c.scale("resolution", 1.0 + (cfg.resolution_boost - 1.0) * 0.5)
 
 

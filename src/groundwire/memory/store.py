@@ -21,6 +21,7 @@ from typing import Any
 from groundwire.config import (
     MEMORY_MAX_BATCH,
     MEMORY_STORE_BUSY_TIMEOUT_S,
+    MEMORY_STORE_CACHE_KIB,
     AnalyzerConfig,
     MemoryRecallConfig,
 )
@@ -138,6 +139,7 @@ class MemoryStore:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+            conn.execute(f"PRAGMA cache_size = -{MEMORY_STORE_CACHE_KIB}")
             self._version = migrate(conn, self._path)
         except sqlite3.DatabaseError as exc:
             conn.close()
