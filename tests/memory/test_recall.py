@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import sqlite3
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_helpers import ACME, DAY, T0, Clock, WordEmbedder
+from memory_helpers import ACME, DAY, GLOBEX, T0, Clock, WordEmbedder
 
 from groundwire import ConfigError, MemoryRecallConfig, QueryError
 from groundwire.memory import MemoryAttribute, MemoryEntity, MemoryScope, MemoryStore
+from groundwire.memory.graph import visible_sql
 from groundwire.memory.shaping import has_freshness_words, percentile, split_facets
 
 #: Every stage off: what is left is the fused channel score.
@@ -417,3 +420,84 @@ def test_currentness_names_the_current_claim_after_a_long_chain(store: MemorySto
     assert stale.note is not None
     assert "is now 'v39'" in stale.note
     assert result.memories[0].memory.content == "The release train is version 39."
+
+
+# -- the content channel's top-k: the whole-index fast path must equal a scope-first ranking --
+def _reference_content(store: MemoryStore, scope: MemoryScope, query: str, k: int) -> list[str]:
+    """The scope's top ``k`` content matches by (score desc, id), the scope check on every
+    match: what the content channel must return whichever way it gets there."""
+    terms = list(dict.fromkeys(store.analyzer.tokens(query)))
+    if not terms:
+        return []
+    match = " OR ".join('"' + t + '"' for t in terms)
+    condition, params = visible_sql(scope)
+    with sqlite3.connect(store.path) as conn:
+        rows = conn.execute(
+            "SELECT m.id FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? AND {condition}"
+            " ORDER BY -bm25(memories_fts) DESC, m.id LIMIT ?",
+            (match, *params, k),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _content_ids(store: MemoryStore, scope: MemoryScope, query: str, k: int) -> list[str]:
+    cfg = replace(BARE, candidates=k, limit=50, hints=False, graph=False)
+    result = store.recall(scope, query, config=cfg, touch=False)
+    return sorted(item.id for item in result.memories if "content" in item.channels)
+
+
+def test_other_scopes_better_matches_never_take_the_slots(store: MemoryStore) -> None:
+    """The scope's best two lead, then more than 2k matches of others: its k still fill up
+    from its own weaker matches."""
+    store.remember_many(GLOBEX, [{"content": f"apple apple apple {i}"} for i in range(30)])
+    store.remember_many(
+        ACME, [{"content": f"apple apple {i}", "acl": ["user:bob"]} for i in range(30)]
+    )
+    mine = [store.remember(ACME, f"apple apple apple apple {i}").id for i in range(2)]
+    mine += [store.remember(ACME, f"apple pie recipe number {i}").id for i in range(8)]
+    assert _content_ids(store, ACME, "apple", 5) == sorted(
+        _reference_content(store, ACME, "apple", 5)
+    )
+    assert set(_content_ids(store, ACME, "apple", 5)) <= set(mine)
+    bob = MemoryScope("acme", "support-bot", subject="bob")
+    assert _content_ids(store, bob, "apple", 5) == sorted(
+        _reference_content(store, bob, "apple", 5)
+    )
+
+
+def test_ties_at_the_edge_of_the_top_k_break_on_id(store: MemoryStore) -> None:
+    """More tied matches than the fast path fetches: the k chosen are the lowest ids."""
+    ids = [store.remember(ACME, f"identical words {i:02d}").id for i in range(30)]
+    assert _content_ids(store, ACME, "identical words", 5) == sorted(ids)[:5]
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["acme", "globex"]),
+            st.sampled_from([(), ("user:bob",), ("group:eng",)]),
+            st.lists(
+                st.sampled_from(["red", "green", "blue", "fox", "owl"]), min_size=1, max_size=5
+            ),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    query=st.sampled_from(["red", "green fox", "blue owl red", "fox fox", "owl"]),
+    k=st.integers(1, 6),
+    viewer=st.sampled_from([None, "bob"]),
+)
+@settings(max_examples=40, deadline=None)
+def test_content_top_k_matches_a_scope_first_ranking(
+    rows: list[tuple[str, tuple[str, ...], list[str]]], query: str, k: int, viewer: str | None
+) -> None:
+    with tempfile.TemporaryDirectory() as folder, MemoryStore(Path(folder) / "m.db") as store:
+        for i, (tenant, acl, words) in enumerate(rows):
+            scope = MemoryScope(tenant, "support-bot")
+            store.remember(scope, " ".join(words) + f" n{i}", acl=acl)
+        scope = MemoryScope(
+            "acme", "support-bot", subject=viewer, groups=("eng",) if viewer else ()
+        )
+        expected = sorted(_reference_content(store, scope, query, k))
+        assert _content_ids(store, scope, query, k) == expected
