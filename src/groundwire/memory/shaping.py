@@ -87,7 +87,7 @@ class Candidate:
     anchored: bool = False  # matched by content, hint or vector (not only by traversal)
     channels: dict[str, float] = field(default_factory=dict)
     stages: dict[str, float] = field(default_factory=dict)
-    entity_mentions: list[int] = field(default_factory=list)
+    entity_mentions: list[int] = field(default_factory=list)  # of its entities (recall: the fewest)
     superseded_by: list[str] = field(default_factory=list)  # currentness notes
     note: str | None = None
     row: tuple[Any, ...] = ()  # the stored row it was loaded from (becomes its Memory)
