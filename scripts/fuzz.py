@@ -34,7 +34,7 @@ def main() -> int:
             "GROUNDWIRE_FUZZ_REPORT": str(counts),
         }
         command = [sys.executable, "-m", "pytest", "-q", str(ROOT / "tests" / "fuzz")]
-        command += ["--timeout", "0", f"--junitxml={junit}", *args.pytest_args]
+        command += ["-n", "0", "--timeout", "0", f"--junitxml={junit}", *args.pytest_args]
         done = subprocess.run(command, cwd=ROOT, env=env, check=False)
         runs = json.loads(counts.read_text()) if counts.exists() else {}
         cases = ET.parse(junit).getroot().iter("testcase") if junit.exists() else iter(())
