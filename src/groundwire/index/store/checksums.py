@@ -14,6 +14,7 @@ served would not notice either.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -24,7 +25,15 @@ from groundwire.errors import IndexFormatError
 from groundwire.index.store import storage
 from groundwire.index.store.layout import TableEntry
 
-__all__ = ["Table", "check", "forget_verdicts", "hash_all"]
+__all__ = [
+    "Table",
+    "check",
+    "forget_verdicts",
+    "hash_all",
+    "proven",
+    "remember_proven",
+    "snapshot_key",
+]
 
 #: Hash in background threads (overlapping the bounds checks) past this many bytes;
 #: below it, starting threads costs more than it saves.
@@ -33,6 +42,8 @@ _PARALLEL_HASH_BYTES = 1024 * 1024
 _HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
 #: File verdicts remembered per process (a few snapshots' worth of files).
 _VERDICTS_LIMIT = 4096
+#: Whole snapshots remembered as fully verified (checksums and every bound) per process.
+_PROVEN_LIMIT = 64
 Table = dict[str, TableEntry]
 
 
@@ -40,6 +51,7 @@ _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _VERDICTS: OrderedDict[tuple[Any, ...], None] = OrderedDict()
 _VERDICTS_LOCK = threading.Lock()
+_PROVEN: OrderedDict[tuple[Any, ...], None] = OrderedDict()
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -78,9 +90,36 @@ def _remember(item: storage.OpenedFile, digest: str) -> None:
 
 
 def forget_verdicts() -> None:
-    """Forget every remembered file verdict (the next full load hashes everything)."""
+    """Forget every remembered verdict (the next full load hashes and checks everything)."""
     with _VERDICTS_LOCK:
         _VERDICTS.clear()
+        _PROVEN.clear()
+
+
+def snapshot_key(
+    manifest: bytes, opened: dict[str, storage.OpenedFile], table: Table
+) -> tuple[Any, ...]:
+    """What a fully verified load proved: the manifest's SHA-256 and every file's identity
+    and digest (as opened now)."""
+    files = tuple(sorted((k, *item.identity, table[k][1]) for k, item in opened.items()))
+    return (hashlib.sha256(manifest).digest(), files)
+
+
+def proven(key: tuple[Any, ...]) -> bool:
+    """Whether a load of exactly these files (same identities) passed full verification:
+    the bounds checks are functions of the bytes, which the identities vouch for."""
+    with _VERDICTS_LOCK:
+        return key in _PROVEN
+
+
+def remember_proven(key: tuple[Any, ...], opened: dict[str, storage.OpenedFile]) -> None:
+    """Remember a fully verified load, unless a file's identity changed meanwhile."""
+    if any(storage.identity_of(os.fstat(item.fd)) != item.identity for item in opened.values()):
+        return
+    with _VERDICTS_LOCK:
+        _PROVEN[key] = None
+        while len(_PROVEN) > _PROVEN_LIMIT:
+            _PROVEN.popitem(last=False)
 
 
 def hash_all(opened: dict[str, storage.OpenedFile], table: Table) -> dict[str, Future[str]]:

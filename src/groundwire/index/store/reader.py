@@ -114,14 +114,20 @@ def _open_all(
 def _read_all(
     opened: dict[str, storage.OpenedFile], table: _Table, full: bool, where: str
 ) -> dict[str, Any]:
-    """Map every array and blob read-only (populated when all will be checked); parse JSON."""
+    """Map every array and blob read-only; parse JSON.
+
+    With ``full``, the files the bounds checks read are mapped populated (one batched
+    fault); the entry lines (a third of a snapshot) are not: checksums read them with
+    ``pread`` and entries are decoded on first access.
+    """
     out: dict[str, Any] = {}
     for logical, item in opened.items():
         name, _, _, dtype, shape = table[logical]
         if name.endswith(".json"):
             out[logical] = loads_bounded(os.pread(item.fd, item.size, 0), f"{where}: {name}")
             continue
-        array = storage.map_file(item, where, dtype, populate=full)
+        populate = full and not name.endswith(".jsonl")
+        array = storage.map_file(item, where, dtype, populate=populate)
         if shape is not None and array.shape != shape:
             raise IndexFormatError(
                 f"{where}: {name} has shape {array.shape}, the manifest says {shape}"
@@ -135,7 +141,7 @@ Assemble = Callable[[dict[str, Any], dict[str, Any], bool, str], Parts]
 
 def _open_parts(
     dir_fd: int,
-    manifest: dict[str, Any],
+    manifest: tuple[bytes, dict[str, Any]],
     table: _Table,
     assemble: Assemble,
     verify: Verify,
@@ -144,10 +150,14 @@ def _open_parts(
 ) -> Parts:
     """Open, verify and assemble a snapshot: hashing runs while the bounds are checked.
 
-    A checksum mismatch is reported before any other problem it may have caused.
+    ``manifest`` is the manifest's bytes and its parsed content. A checksum mismatch is
+    reported before any other problem it may have caused. Under ``full``, a snapshot
+    whose manifest and files (same identities) passed full verification in this process
+    before is not hashed or bounds-checked again: only its files are stat-ed.
     """
     opened = _open_all(dir_fd, table, limits, where)
-    full = verify == "full"
+    key = checksums.snapshot_key(manifest[0], opened, table)
+    full = verify == "full" and not checksums.proven(key)
     digests: dict[str, Future[str]] = {}
     try:
         try:  # headers and mappings first: small reads that hashing threads would delay
@@ -157,12 +167,14 @@ def _open_parts(
         digests = checksums.hash_all(opened, table) if full else {}
         if problem is None:
             try:
-                parts = assemble(manifest, arrays, full, where)
+                parts = assemble(manifest[1], arrays, full, where)
             except IndexFormatError as exc:
                 problem = exc
         checksums.check(digests, opened, table, where)
         if problem is not None:
             raise problem
+        if full:
+            checksums.remember_proven(key, opened)
         return parts
     finally:
         for digest in digests.values():
@@ -457,7 +469,9 @@ def load_parts(
                     f"{where}: {counts['entries']:,} entries, over max_entries={limits.entries:,}"
                 )
             try:
-                parts = _open_parts(dir_fd, manifest, table, assemble, verify, limits, where)
+                parts = _open_parts(
+                    dir_fd, (data, manifest), table, assemble, verify, limits, where
+                )
             except _VanishedError as gone:
                 if attempt + 1 < _ATTEMPTS:
                     continue  # replaced while we read it: read the new manifest

@@ -78,6 +78,12 @@ _MAX_NPY_HEADER = 1 << 16  # numpy writes headers of a few hundred bytes
 # numpy parses .npy headers with ast.literal_eval, which CPython 3.11 cannot run in two
 # threads at once ("AST constructor recursion depth mismatch"): concurrent loads take turns.
 _HEADER_LOCK = threading.Lock()
+#: The header numpy writes (``write_array_header_1_0``/``2_0``) for a C-order array:
+#: dict in this key order, a shape tuple of decimal integers, space padding, newline.
+_NPY_HEADER = re.compile(
+    rb"\{'descr': '(?P<descr>[<>|][a-z][0-9]{1,2})', 'fortran_order': False, "
+    rb"'shape': (?P<shape>\([0-9, ]{0,200}\)), \} *\n"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,9 +387,30 @@ def open_file(dir_fd: int, name: str, size: int, limit: int, where: str) -> Open
     return OpenedFile(name, fd, actual, identity_of(info))
 
 
+def _npy_header_fast(head: bytes, dtype: str) -> tuple[tuple[int, ...], int] | None:
+    """Shape and data offset when the header is exactly what numpy writes for a C-order
+    ``dtype`` array (every snapshot writer's): one regex instead of ``ast.literal_eval``
+    (~60 µs a file). None for anything else, which numpy's own parser then judges."""
+    if head[:6] != b"\x93NUMPY" or head[6:8] not in (b"\x01\x00", b"\x02\x00"):
+        return None
+    start = 10 if head[6] == 1 else 12
+    length = int.from_bytes(head[8:start], "little")
+    found = _NPY_HEADER.fullmatch(head, start, start + length)
+    if found is None or found["descr"].decode("ascii") != dtype:
+        return None
+    text = found["shape"]
+    shape = tuple(int(d) for d in text[1:-1].split(b",") if d.strip())
+    if repr(shape).encode("ascii") != text:  # e.g. "(5)", "(,)", "(007,)": not numpy's
+        return None
+    return shape, start + length
+
+
 def _npy_header(opened: OpenedFile, where: str, dtype: str) -> tuple[tuple[int, ...], int]:
     """Shape and data offset of a ``.npy`` file whose header names exactly ``dtype``."""
     head = os.pread(opened.fd, min(opened.size, _MAX_NPY_HEADER), 0)
+    fast = _npy_header_fast(head, dtype)
+    if fast is not None:
+        return fast
     handle = io.BytesIO(head)
     try:
         version = np.lib.format.read_magic(handle)
