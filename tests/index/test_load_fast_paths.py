@@ -1,0 +1,102 @@
+"""The load fast paths: strict .npy header regex, and reloads of a snapshot proven before."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import groundwire as gw
+from groundwire.errors import IndexFormatError
+from groundwire.index.store import checksums, layout, storage
+
+DTYPES = ["<i8", "<i4", "|u1", "|b1", "<f8", "<u8"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(0, 9), max_size=3).map(tuple),
+    dtype=st.sampled_from(DTYPES),
+    version=st.sampled_from([(1, 0), (2, 0)]),
+)
+def test_fast_header_reads_what_numpy_reads(
+    shape: tuple[int, ...], dtype: str, version: tuple[int, int]
+) -> None:
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, np.zeros(shape, dtype=dtype), version=version)
+    head = buffer.getvalue()
+    reader = io.BytesIO(head)
+    np.lib.format.read_magic(reader)
+    read = (
+        np.lib.format.read_array_header_1_0
+        if version == (1, 0)
+        else np.lib.format.read_array_header_2_0
+    )
+    expected_shape, _, _ = read(reader)
+    assert storage._npy_header_fast(head, dtype) == (expected_shape, reader.tell())
+    other = next(d for d in DTYPES if d != dtype)
+    assert storage._npy_header_fast(head, other) is None  # numpy's parser then names the error
+
+
+@pytest.mark.parametrize("shape", [b"(007,)", b"(5)", b"(,)", b"( 5,)", b"(5, )", b"(-1,)"])
+def test_fast_header_leaves_anything_unusual_to_numpy(shape: bytes) -> None:
+    body = b"{'descr': '<i8', 'fortran_order': False, 'shape': " + shape + b", }"
+    body += b" " * (117 - len(body)) + b"\n"
+    head = b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body
+    assert storage._npy_header_fast(head, "<i8") is None
+
+
+def _snapshot(tmp_path: Path) -> Path:
+    docs = [
+        {"id": f"d{i}", "title": f"title {i}", "text": f"alpha beta gamma {i}"} for i in range(40)
+    ]
+    path = tmp_path / "kb"
+    gw.KnowledgeBase.from_documents(docs).save(path)
+    return path
+
+
+def test_a_reload_of_a_proven_snapshot_still_refuses_a_changed_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _snapshot(tmp_path)
+    checksums.forget_verdicts()
+    gw.KnowledgeBase.load(path)  # full verification: proven from now on
+
+    def no_hash(*args: object) -> None:
+        raise AssertionError("a proven snapshot was hashed again")
+
+    def no_full_check(*args: object) -> None:
+        assert args[-1] is False, "a proven snapshot was bounds-checked again"
+
+    with monkeypatch.context() as patch:
+        patch.setattr(storage, "sha256_fd", no_hash)
+        patch.setattr(layout, "check_ascending_rows", no_full_check)
+        assert len(gw.KnowledgeBase.load(path)) == 40  # only stat-ed
+    scores = next(path.glob("lexical.scores.*.npy"))
+    data = bytearray(scores.read_bytes())
+    data[-1] ^= 0x01  # same size, other bytes: a new mtime and ctime
+    before = os.stat(scores)
+    with scores.open("r+b") as handle:
+        handle.write(data)
+    os.utime(scores, ns=(before.st_atime_ns, before.st_mtime_ns))  # ctime still moves
+    with pytest.raises(IndexFormatError, match="SHA-256"):
+        gw.KnowledgeBase.load(path)
+
+
+def test_a_manifest_load_proves_nothing(tmp_path: Path) -> None:
+    path = _snapshot(tmp_path)
+    checksums.forget_verdicts()
+    gw.KnowledgeBase.load(path, verify="manifest")
+    docs = next(path.glob("lexical.docs.*.npy"))
+    array = np.load(docs)
+    array[-1] = 10_000  # out of range, same size; checksum made to match below
+    replaced = docs.with_name("x.npy")
+    np.save(replaced, array)
+    os.replace(replaced, docs)
+    with pytest.raises(IndexFormatError):
+        gw.KnowledgeBase.load(path)  # full: hashed (new inode) and refused
