@@ -263,9 +263,9 @@ def test_each_publish_names_what_an_incremental_update_needs(
     seen: list[tuple[bool, SnapshotChanges]] = []
     rebuild = publish.updated_knowledge_base
 
-    def spy(previous, ledger, sources, changes):  # type: ignore[no-untyped-def]
-        seen.append((previous is not None, changes))
-        return rebuild(previous, ledger, sources, changes)
+    def spy(previous, ledger, sources, changes, published=None):  # type: ignore[no-untyped-def]
+        seen.append((previous is not None and published is not None, changes))
+        return rebuild(previous, ledger, sources, changes, published)
 
     monkeypatch.setattr(publish, "updated_knowledge_base", spy)
     config = _docs(tmp_path)

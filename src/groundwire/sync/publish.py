@@ -1,16 +1,18 @@
 """Publish the synced document set as a snapshot (and its vectors), after each sync.
 
 :func:`updated_knowledge_base` is the one place a snapshot is derived from the evidence
-ledger. Until incremental index updates land (issue 11: add, replace and delete
-entries by id into a new immutable snapshot), it rebuilds the knowledge base from the
-ledger's current chunks of the configured sources: correct, and slower than an update
-on large sets. The :class:`SnapshotChanges` it receives already name what an
-incremental update needs (the documents whose evidence is new, the chunk ids that left,
-withdrawals included). Changes made by another process that never published (a
-withdrawal followed by a crash) reach a later run only through the ledger: the update
-must therefore also delete the previous snapshot's chunk ids that the ledger no longer
-holds current (a set difference of ids, cheap next to a rebuild), so the ledger stays
-the record and a missed change can never keep withdrawn text published.
+ledger. When the last publish left a sound snapshot, it is updated in place of a rebuild
+(``KnowledgeBase.update``: exact, the same entries and scores as a rebuild): the
+publish record (``published.json`` in the state folder) keeps, beside the snapshot's
+content hash, the id of the current evidence of every document published; the documents
+whose current evidence id differs now (new, changed, relabeled, deleted, withdrawn,
+sources added or removed) are the whole update — their current chunks upserted, their
+old chunks deleted. The ledger is the record, not the run: a process that withdrew a
+document or committed a batch and died before publishing left no ``SnapshotChanges``,
+and the next publish still finds the difference. The snapshot is rebuilt from the
+ledger's current chunks instead when there is no snapshot or publish record, when the
+snapshot fails full verification or is not the one recorded (damaged, or written by
+something else), or when it was built with other index settings.
 
 Withdrawn, deleted and superseded evidence is never current, so its text, chunks and
 vectors are absent from the published snapshot. Publishing writes atomically
@@ -24,9 +26,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from groundwire.config import chunk_settings
 from groundwire.embed.base import Embedder
@@ -35,6 +38,7 @@ from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.vectors import VectorIndex
 from groundwire.ingest.chunking import chunks_to_documents
 from groundwire.ingest.custody.ledger import EvidenceLedger
+from groundwire.model import Document
 
 __all__ = ["PublishReport", "SnapshotChanges", "publish_snapshot", "updated_knowledge_base"]
 
@@ -53,7 +57,8 @@ class SnapshotChanges:
 
 @dataclass(frozen=True, slots=True)
 class PublishReport:
-    """A published snapshot: where, how many chunks and documents, and how long it took."""
+    """A published snapshot: where, how many chunks and documents, how long it took, and
+    how: ``mode`` ``"update"`` (incremental) or ``"rebuild"`` (``reason`` says why)."""
 
     path: str
     chunks: int
@@ -61,6 +66,8 @@ class PublishReport:
     vectors: str | None
     seconds: float
     rebuilt: bool
+    mode: Literal["update", "rebuild"] = "rebuild"
+    reason: str | None = None
 
 
 def updated_knowledge_base(
@@ -68,15 +75,68 @@ def updated_knowledge_base(
     ledger: EvidenceLedger,
     sources: Sequence[str],
     changes: SnapshotChanges,
+    published: Mapping[str, int] | None = None,
 ) -> KnowledgeBase:
-    """The knowledge base after ``changes``: today rebuilt from the ledger's current chunks
-    of ``sources``. This is the function the incremental index update (issue 11) replaces
-    with ``previous.update(upserts=ledger.chunks_of(changes.upserted),
-    deletes={*changes.removed_chunks, *(previous ids not current in the ledger)})``,
-    keeping the rebuild when ``previous`` is None (missing or damaged).
+    """The knowledge base of the ledger's current chunks of ``sources``.
+
+    With ``previous`` (the snapshot of the last publish, verified) and ``published``
+    (document id → evidence id it was built from), ``previous`` is updated with the
+    documents whose current evidence differs; otherwise it is rebuilt. ``changes`` (what
+    this run saw) is not needed for either: the ledger holds every change, including
+    those of a run that died before publishing.
     """
-    chunks = ledger.current_chunks(sources)
-    return KnowledgeBase.from_documents(chunks_to_documents(chunks), chunk_settings())
+    if previous is None or published is None:
+        chunks = ledger.current_chunks(sources)
+        return KnowledgeBase.from_documents(chunks_to_documents(chunks), chunk_settings())
+    upserts, deletes = _update_of(previous, ledger, sources, published)
+    return previous.update(upserts, deletes)
+
+
+def _update_of(
+    previous: KnowledgeBase,
+    ledger: EvidenceLedger,
+    sources: Sequence[str],
+    published: Mapping[str, int],
+) -> tuple[list[Document], list[str]]:
+    current = ledger.current_evidence(sources)
+    fresh = [doc for doc, evidence in current.items() if published.get(doc) != evidence]
+    stale = [evidence for doc, evidence in published.items() if current.get(doc) != evidence]
+    upserts = chunks_to_documents(ledger.chunks_of(fresh))
+    kept = {document.id for document in upserts}
+    deletes = sorted(i for i in ledger.chunk_ids_of(stale) if i not in kept and i in previous)
+    return upserts, deletes
+
+
+def _previous(
+    target: Path, record: Mapping[str, Any] | None, stamp: Mapping[str, Any]
+) -> tuple[KnowledgeBase | None, str | None]:
+    """The snapshot of the last publish, fit to update, or None and why it is rebuilt."""
+    if not KnowledgeBase.is_snapshot(target):
+        return None, "no snapshot yet"
+    published = None if record is None else record.get("evidence")
+    if (
+        record is None
+        or record.get("snapshot") != stamp["snapshot"]
+        or not isinstance(published, dict)
+    ):
+        return None, "no record of the last publish"
+    try:
+        previous = KnowledgeBase.load(target, str(record.get("content_hash")), verify="full")
+    except GroundwireError:
+        return None, "the snapshot is damaged or not the one last published"
+    if previous.settings != chunk_settings() or previous.phrase_keys != (False, False):
+        return None, "the snapshot was built with other index settings"
+    return previous, None
+
+
+def _read_record(mark: Path | None) -> dict[str, Any] | None:
+    if mark is None:
+        return None
+    try:
+        record = json.loads(mark.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def publish_snapshot(
@@ -101,7 +161,6 @@ def publish_snapshot(
     previous snapshot as it was.
     """
     target = Path(path)
-    exists = KnowledgeBase.is_snapshot(target)
     stamp = {
         "snapshot": str(target.resolve()),
         "generation": ledger.generation(),
@@ -109,20 +168,20 @@ def publish_snapshot(
         "vectors": None if embedder is None else embedder.model_id,
     }
     mark = Path(marker) if marker is not None else None
-    if exists and mark is not None and not force and not changes:
-        try:
-            if json.loads(mark.read_text(encoding="utf-8")) == stamp:
-                return None
-        except (OSError, ValueError):
-            pass
+    record = _read_record(mark)
+    if (
+        record is not None
+        and not force
+        and not changes
+        and KnowledgeBase.is_snapshot(target)
+        and all(record.get(key) == value for key, value in stamp.items())
+    ):
+        return None
     started = time.perf_counter()
-    previous = None
-    if exists:
-        try:
-            previous = KnowledgeBase.load(target, verify="manifest")
-        except GroundwireError:
-            previous = None  # damaged: rebuilt from the ledger below
-    kb = updated_knowledge_base(previous, ledger, sources, changes)
+    previous, reason = _previous(target, record, stamp)
+    published = None if previous is None or record is None else record["evidence"]
+    evidence = ledger.current_evidence(sources)
+    kb = updated_knowledge_base(previous, ledger, sources, changes, published)
     kb.save(target)
     saved_vectors = None
     if vectors_path is not None:
@@ -133,15 +192,20 @@ def publish_snapshot(
         elif side.exists():
             side.unlink()
     if mark is not None:
+        content_hash = KnowledgeBase.describe_snapshot(target)["source_manifest_hash"]
+        written = {**stamp, "content_hash": content_hash, "evidence": evidence}
         temp = mark.with_name(mark.name + ".tmp")
-        temp.write_text(json.dumps(stamp, sort_keys=True), encoding="utf-8")
+        temp.write_text(json.dumps(written, sort_keys=True), encoding="utf-8")
         os.replace(temp, mark)
     documents = len({str(entry.metadata.get("source_id")) for entry in kb})
+    updated = published is not None
     return PublishReport(
         path=str(target),
         chunks=len(kb),
         documents=documents,
         vectors=saved_vectors,
         seconds=time.perf_counter() - started,
-        rebuilt=True,
+        rebuilt=not updated,
+        mode="update" if updated else "rebuild",
+        reason=reason,
     )

@@ -382,6 +382,34 @@ class EvidenceLedger:
         chunks.sort(key=lambda chunk: chunk.id)
         return chunks
 
+    def current_evidence(self, sources: Iterable[str]) -> dict[str, int]:
+        """Document id → the id of its current evidence, for ``sources`` (a new id means
+        new chunks: what an incremental publish compares with the last one)."""
+        wanted = sorted(set(sources))
+        found: dict[str, int] = {}
+        for at in range(0, len(wanted), 500):  # SQLite's bound on parameters
+            part = wanted[at : at + 500]
+            rows = self._db.execute(
+                "SELECT document_id, id FROM evidence WHERE state = 'current' "
+                f"AND source IN ({', '.join('?' * len(part))})",
+                part,
+            )
+            found.update((row[0], row[1]) for row in rows.fetchall())
+        return found
+
+    def chunk_ids_of(self, evidence_ids: Iterable[int]) -> set[str]:
+        """The chunk ids recorded for these pieces of evidence (in any state)."""
+        wanted = sorted(set(evidence_ids))
+        found: set[str] = set()
+        for at in range(0, len(wanted), 500):
+            part = wanted[at : at + 500]
+            rows = self._db.execute(
+                f"SELECT chunk_id FROM fragments WHERE evidence IN ({', '.join('?' * len(part))})",
+                part,
+            )
+            found.update(row[0] for row in rows.fetchall())
+        return found
+
     def current_documents(self, source_id: str) -> list[str]:
         """Ids of the current documents of one source, sorted."""
         rows = self._db.execute(
