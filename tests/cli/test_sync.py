@@ -76,6 +76,10 @@ def test_sync_json_withdraw_and_watch_runs(tmp_path: Path) -> None:
     data = json.loads(first.stdout)
     assert data["totals"]["new"] == 2
     assert data["snapshot"]["documents"] == 2
+    assert (data["snapshot"]["publish"], data["snapshot"]["rebuild_reason"]) == (
+        "rebuild",
+        "no snapshot yet",
+    )
     assert {s["source"] for s in data["sources"]} == {"docs", "mail"}
 
     refused = run("sync", str(config), "--withdraw", "docs/wifi.md")
@@ -94,6 +98,7 @@ def test_sync_json_withdraw_and_watch_runs(tmp_path: Path) -> None:
     data = json.loads(withdrawn.stdout)
     assert data["withdrawn"] == ["docs/wifi.md"]
     assert data["snapshot"]["documents"] == 1
+    assert data["snapshot"]["publish"] == "update"  # the withdrawal is an incremental delete
     assert (
         "docs/wifi.md#0"
         not in run("search", str(tmp_path / "kb"), "guest network password", "--json").stdout

@@ -14,7 +14,7 @@ from groundwire.ingest.chunking import chunks_to_documents
 from groundwire.sync.publish import PublishReport
 from synctools import syncer, write_config
 
-WORDS = "invoice badge archive retention desk salary april laptop vpn travel".split()
+WORDS = ("invoice", "badge", "archive", "retention", "desk", "salary", "april", "laptop", "vpn")
 NAMES = ("a", "b", "c", "d")
 PRINCIPALS = (
     Principal("acme", "carol", ("hr",)),
@@ -37,11 +37,13 @@ OPS = st.one_of(
 )
 
 
+_CLOCK = [0]
+
+
 def _write(path: Path, words: list[str]) -> None:
     path.write_text(f"# {words[0].title()}\n\n" + " ".join(words) + ".\n" * 3)
-    stamp = max(path.stat().st_mtime_ns, int(os.environ.get("_GW_T", "0"))) + 10**9
-    os.environ["_GW_T"] = str(stamp)
-    os.utime(path, ns=(stamp, stamp))
+    _CLOCK[0] = max(path.stat().st_mtime_ns, _CLOCK[0]) + 10**9  # every write is seen
+    os.utime(path, ns=(_CLOCK[0], _CLOCK[0]))
 
 
 def _rebuilt(sync: object, folder: Path) -> Path:

@@ -113,6 +113,8 @@ def _print(console: Console, report: SyncReport) -> None:
                 f"{published.path} ({published.documents} documents, {published.chunks} chunks)",
             )
         )
+        how = published.mode if published.reason is None else f"rebuild: {published.reason}"
+        rows.append(("publish", how))
         if published.vectors:
             rows.append(("vectors", published.vectors))
     console.print(facts_table(rows))
@@ -132,6 +134,8 @@ def _report_json(report: SyncReport) -> dict[str, Any]:
             "chunks": published.chunks,
             "vectors": published.vectors,
             "seconds": round(published.seconds, 3),
+            "publish": published.mode,
+            "rebuild_reason": published.reason,
         },
         "publish_error": report.publish_error,
         "seconds": round(report.seconds, 3),
