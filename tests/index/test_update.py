@@ -175,3 +175,39 @@ def test_a_cache_build_from_a_previous_snapshot_updates_it_exactly() -> None:
     assert fresh.knowledge_base is not None
     same(result.knowledge_base, fresh.knowledge_base, ["rotate an api key", "refund", "sso"])
     assert result.knowledge_base.issues == fresh.knowledge_base.issues
+
+
+def test_a_document_that_no_longer_chunks_loses_its_chunks_like_a_rebuild(tmp_path: Path) -> None:
+    """A changed file that fails to chunk (here: too many chunks) is skipped with the
+    reason and its old chunks are deleted, as a rebuild, a failed load or a failed fetch
+    leave it out; stale text is never kept silently under a current snapshot."""
+    from groundwire import ChunkingConfig, SourceError, chunks_to_documents, load_documents
+    from groundwire.config import chunk_settings
+    from groundwire.ingest.chunking import chunk_document
+
+    config = ChunkingConfig(size=200, overlap=0, max_chunks=2)
+    (tmp_path / "a.md").write_text("# Tides\n\nThe tides follow the moon.\n")
+    (tmp_path / "b.md").write_text("# Comets\n\nComets have tails of dust.\n")
+
+    def snapshot() -> tuple[list[Any], KnowledgeBase]:
+        documents = list(load_documents([tmp_path]).documents)
+        chunks = []
+        for document in documents:
+            try:
+                chunks.extend(chunk_document(document, config))
+            except SourceError:  # what ingest skips
+                continue
+        kb = KnowledgeBase.from_documents(chunks_to_documents(chunks), chunk_settings())
+        return documents, kb.with_section(KnowledgeBase.chunking_section(config))
+
+    _, kb = snapshot()
+    assert any(e.metadata["source_id"] == "b.md" for e in kb)
+    (tmp_path / "b.md").write_text("# Comets\n\n" + "Comets have long tails of dust. " * 40)
+    documents, rebuilt = snapshot()
+    updated, changes = kb.update_documents(documents, config)
+    [skipped] = changes.skipped
+    assert skipped.path.endswith("b.md")
+    assert "its chunks are deleted" in skipped.reason
+    assert all(e.metadata["source_id"] != "b.md" for e in updated)
+    assert [e.id for e in updated] == [e.id for e in rebuilt] == ["a.md#0"]
+    same(updated, rebuilt, ["comets tails", "tides moon"])

@@ -122,8 +122,10 @@ def document_changes(
 
     ``recorded`` is the snapshot's ``ingest`` section; without it, or with other chunking
     options, or without a policy for a labeled snapshot, raises KnowledgeIndexError
-    (rebuild instead). A document that fails to chunk is skipped and its old chunks are
-    kept; one the policy does not match is skipped and its old chunks are deleted.
+    (rebuild instead). A document that fails to chunk, or that the policy does not
+    match, is skipped with the reason and its old chunks are deleted, as a rebuild would
+    leave it out (a file that fails to load or a page that fails to fetch is absent from
+    ``documents``, so its chunks are deleted too).
     """
     relabel = _checked_policy(recorded, config, access)
     versions: dict[str, str] = {}
@@ -171,8 +173,9 @@ def document_changes(
             continue
         try:
             chunks = list(chunk_document(document, config))
-        except SourceError as exc:
-            skipped.append(SkippedSource(document.path, str(exc)))
+        except SourceError as exc:  # as a rebuild leaves it out (and as a failed load)
+            skipped.append(SkippedSource(document.path, f"{exc}; its chunks are deleted"))
+            drop(source)
             continue
         if access is not None:
             chunks, refused = label_chunks(chunks, access)
