@@ -48,8 +48,9 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("llm",),  # providers and grounded generation: call the engine, never index internals
     ("memory.pipeline",),  # the memory write pipeline: the store's jobs, calling models
     ("eval",),
-    # "": the package itself (groundwire/__init__.py); integrations: framework adapters
-    ("cli", "server", "mcp", "integrations", ""),
+    # "": the package itself (groundwire/__init__.py); integrations: framework adapters;
+    # payloads: the JSON shapes the interfaces share
+    ("cli", "server", "mcp", "integrations", "payloads", ""),
 )
 RANK = {name: rank for rank, names in enumerate(ORDER) for name in names}
 #: Subpackages that form a layer of their own, apart from their parent package's.

@@ -555,6 +555,9 @@ class RetrievalResult:
     duration_ms: float
     candidates: tuple[ScoredEntry, ...] = ()
     authorization_errors: tuple[str, ...] = ()
+    #: How dense or hybrid ranking ran (mode asked and used, fusion, fallback reason,
+    #: rerank), as JSON-ready values; None for lexical retrieval.
+    channels: Mapping[str, Any] | None = None
 
     @property
     def selected_ids(self) -> tuple[str, ...]:

@@ -13,7 +13,6 @@ from rich.text import Text
 
 from groundwire import (
     ChatRequest,
-    CitationCheck,
     CitationReport,
     Completion,
     GroundedAnswer,
@@ -45,6 +44,7 @@ from groundwire.cli.output import (
     quiet_library_warnings,
 )
 from groundwire.config import OPENAI_COMPATIBLE_PRESETS
+from groundwire.payloads import ask_json
 
 # -- ask ----------------------------------------------------------------------------------------
 _ASK_SYSTEM = (
@@ -98,38 +98,6 @@ def _require_key(provider: str, base_url: str | None) -> None:
         )
 
 
-def _check_json(check: CitationCheck) -> dict[str, Any]:
-    return {
-        "tag": check.tag,
-        "kind": check.kind,
-        "id": check.id,
-        "version": check.version,
-        "valid": check.valid,
-        "problem": check.problem,
-    }
-
-
-def _ask_json(
-    kind: str,
-    status: str,
-    reason: str | None,
-    text: str,
-    report: CitationReport | None,
-    completion: Completion | None,
-) -> dict[str, Any]:
-    return {
-        "kb_kind": kind,
-        "status": status,
-        "reason": reason,
-        "answer": text,
-        "citations": [] if report is None else [_check_json(c) for c in report.citations],
-        "citations_ok": report is not None and report.ok,
-        "offered": [] if report is None else [c.tag for c in report.offered],
-        "provider": None if completion is None else completion.provider,
-        "model": None if completion is None else completion.model,
-    }
-
-
 def _print_checks(report: CitationReport, where: Mapping[str, str]) -> None:
     """Each citation once, marked valid (offered) or invalid, with where it points."""
     console = make_console()
@@ -167,7 +135,7 @@ def _ask_documents(docs: Documents, question: str, provider: Any, as_json: bool)
     assert answer is not None  # a stream always ends with its done event
     if as_json:
         print_json(
-            _ask_json(
+            ask_json(
                 "documents",
                 answer.status,
                 answer.reason,
@@ -241,7 +209,7 @@ def _ask_knowledge(
         completion = _ask_model(provider, request, as_json)
     report = validate_citations(completion.text, block.citations if block is not None else [])
     if as_json:
-        print_json(_ask_json("knowledge", "answered", reason, completion.text, report, completion))
+        print_json(ask_json("knowledge", "answered", reason, completion.text, report, completion))
         return
     titles = {c.id: "" for c in report.offered}
     if outcome.retrieval is not None:

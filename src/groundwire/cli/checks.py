@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 from rich.text import Text
 
@@ -23,22 +21,12 @@ from groundwire.cli.output import (
     echo_error,
     errors_shown,
     facts_table,
-    issue_json,
     make_console,
     plural,
     print_issues,
     print_json,
 )
-
-
-def _status_json(status: GroundingStatus) -> dict[str, Any]:
-    return {
-        "enabled": status.enabled,
-        "ready": status.ready,
-        "entry_count": status.entry_count,
-        "last_error": status.last_error,
-        "validation_issues": [issue_json(issue) for issue in status.validation_issues],
-    }
+from groundwire.payloads import status_json, validation_json
 
 
 @app.command()
@@ -59,7 +47,7 @@ def status(kb: KbArg, as_json: JsonOpt = False) -> None:
             engine.ready()
             state = engine.status()
     if as_json:
-        print_json(_status_json(state))
+        print_json(status_json(state))
     else:
         console = make_console()
         errors = sum(1 for issue in state.validation_issues if issue.severity == "error")
@@ -99,9 +87,7 @@ def validate(kb: KbArg, as_json: JsonOpt = False) -> None:
     errors = sum(1 for issue in issues if issue.severity == "error")
     ok = errors == 0
     if as_json:
-        print_json(
-            {"ok": ok, "entries": entries, "issues": [issue_json(issue) for issue in issues]}
-        )
+        print_json(validation_json(entries, issues))
     else:
         console = make_console()
         print_issues(console, issues)

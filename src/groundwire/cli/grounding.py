@@ -17,7 +17,6 @@ from groundwire import (
     GroundingConfig,
     GroundingMetadata,
     GroundingOutcome,
-    Hit,
     HybridSettings,
     KnowledgeBase,
     Principal,
@@ -65,7 +64,6 @@ from groundwire.cli.output import (
     plural,
     print_json,
     quiet_library_warnings,
-    skipped_json,
     top_fields,
 )
 from groundwire.cli.vectors import (
@@ -78,48 +76,10 @@ from groundwire.cli.vectors import (
     vectors_for,
 )
 from groundwire.config import DEFAULT_LOCAL_MODEL, EvidenceSettings
+from groundwire.payloads import channel_hits_json, evidence_json, hit_json, outcome_json
 
 _DEFAULT_MAX_TOKENS = ContextConfig().max_tokens
 TRUNCATED_HINT = "hint: the query was longer than the limit and was cut (start and end kept)"
-
-
-def _outcome_json(outcome: GroundingOutcome) -> dict[str, Any]:
-    meta = outcome.metadata
-    block = outcome.block
-    return {
-        "block": None
-        if block is None
-        else {
-            "kind": block.kind,
-            "trusted": block.trusted,
-            "content": block.content,
-            "citations": [citation.tag for citation in block.citations],
-            "metadata": dict(block.metadata),
-        },
-        "metadata": {
-            "selected_ids": list(meta.selected_ids),
-            "expanded_ids": list(meta.expanded_ids),
-            "candidate_count": meta.candidate_count,
-            "context_tokens": meta.context_tokens,
-            "truncated": meta.truncated,
-            "duration_ms": meta.duration_ms,
-            "confidence": meta.confidence,
-            "failure_reason": meta.failure_reason,
-            "truncated_query": meta.truncated_query,
-            "out_of_scope_count": meta.out_of_scope_count,
-            "out_of_scope_integrations": list(meta.out_of_scope_integrations),
-            "authorization_errors": list(meta.authorization_errors),
-            "channels": None if meta.channels is None else dict(meta.channels),
-        },
-        "candidates": [
-            {"id": item.entry.id, "score": item.score, "coverage": item.coverage}
-            for item in (outcome.retrieval.candidates if outcome.retrieval else ())
-        ],
-    }
-
-
-def _hit_json(hit: Hit) -> dict[str, Any]:
-    return {"id": hit.id, "score": hit.score, "breakdown": dict(hit.breakdown)}
 
 
 def _print_outcome(outcome: GroundingOutcome, max_tokens: int) -> None:
@@ -174,47 +134,6 @@ def outcome_hints(meta: GroundingMetadata) -> list[str]:
     if meta.truncated_query:
         hints.append(TRUNCATED_HINT)
     return hints
-
-
-def _evidence_json(result: EvidenceResult, docs: Documents, duration_ms: float) -> dict[str, Any]:
-    return {
-        "status": result.status,
-        "reason": result.reason,
-        "block": result.text if result.ready else None,
-        "citations": [citation.tag for citation in result.citations],
-        "excerpts": [
-            {
-                "id": excerpt.id,
-                "chunk_ids": list(excerpt.chunk_ids),
-                "source": excerpt.source_id,
-                "path": excerpt.path,
-                "heading": excerpt.heading,
-                "span": [excerpt.start, excerpt.end],
-                "version": excerpt.version,
-                "sha256": excerpt.sha256,
-                "score": excerpt.score,
-                "cut": excerpt.cut,
-                "text": excerpt.text,
-            }
-            for excerpt in result.excerpts
-        ],
-        "metadata": {
-            "tokens": result.tokens,
-            "max_tokens": result.settings.max_total_tokens,
-            "candidate_count": result.candidate_count,
-            "candidates_truncated": result.candidates_truncated,
-            "context_truncated": result.context_truncated,
-            "sources": len(result.source_ids),
-            "duration_ms": round(duration_ms, 3),
-            "truncated_query": result.truncated_query,
-        },
-        "settings": result.settings.as_dict(),
-        "documents": {
-            "files": docs.files,
-            "chunks": docs.chunks,
-            "skipped": skipped_json(docs.skipped),
-        },
-    }
 
 
 def _print_evidence(result: EvidenceResult, docs: Documents, duration_ms: float) -> None:
@@ -405,7 +324,7 @@ def ground(
         )
         status = engine.status()
     if as_json:
-        print_json(_outcome_json(outcome))
+        print_json(outcome_json(outcome))
     else:
         _print_outcome(outcome, max_tokens)
     reason = outcome.metadata.failure_reason
@@ -430,7 +349,11 @@ def _ground_documents(
     result = retrieve_evidence(docs.kb, query, principal=principal, **options)
     duration_ms = (time.perf_counter() - started) * 1000
     if as_json:
-        print_json(_evidence_json(result, docs, duration_ms))
+        print_json(
+            evidence_json(
+                result, duration_ms, files=docs.files, chunks=docs.chunks, skipped=docs.skipped
+            )
+        )
     else:
         _print_evidence(result, docs, duration_ms)
 
@@ -508,7 +431,7 @@ def search(
         return
     hits = reader.search(query, k=limit, scope=scope, blocked_domains=tuple(blocked_domain or ()))
     if as_json:
-        print_json([_hit_json(hit) for hit in hits])
+        print_json([hit_json(hit) for hit in hits])
         return
     console = make_console()
     if not hits:
@@ -551,19 +474,10 @@ def _search_vectors(
         embedder=embedder,
         mask=mask,
     )
-    rows = [
-        {
-            "id": index.entry(hit.doc).id,
-            "score": hit.score,
-            "channels": {
-                name: {"rank": part.rank, "score": part.score, "contribution": part.contribution}
-                for name, part in hit.channels.items()
-            },
-        }
-        for hit in hits
-    ]
+    data = channel_hits_json(index, hits, report)
+    rows = data["hits"]
     if as_json:
-        print_json({"hits": rows, "retrieval": report.as_dict()})
+        print_json(data)
         return
     console = make_console()
     if report.reason:

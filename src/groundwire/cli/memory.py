@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -20,7 +20,6 @@ from groundwire import (
     Memory,
     MemoryAttribute,
     MemoryEntity,
-    MemoryRecall,
     MemoryRelation,
     MemoryScope,
     MemoryStore,
@@ -30,6 +29,7 @@ from groundwire.cli.app import app
 from groundwire.cli.options import JsonOpt
 from groundwire.cli.output import EXIT_DATA, facts_table, fail, make_console, print_json
 from groundwire.config import MEMORY_RECALL_LIMIT, MEMORY_TYPES
+from groundwire.payloads import memory_details_json, memory_json, recall_json
 
 memory_app = typer.Typer(
     name="memory",
@@ -99,23 +99,6 @@ def _when(option: str, value: str | None) -> float | None:
 
 def _day(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M")
-
-
-def memory_json(memory: Memory) -> dict[str, Any]:
-    return {
-        "id": memory.id,
-        "content": memory.content,
-        "type": memory.type,
-        "importance": memory.importance,
-        "pinned": memory.pinned,
-        "created_at": memory.created_at,
-        "updated_at": memory.updated_at,
-        "accessed_at": memory.accessed_at,
-        "access_count": memory.access_count,
-        "sources": list(memory.sources),
-        "metadata": dict(memory.metadata),
-        "acl": list(memory.acl),
-    }
 
 
 @memory_app.command("add")
@@ -215,21 +198,6 @@ def add(
         print_json(memory_json(memory))
         return
     typer.echo(f"remembered {memory.id}")
-
-
-def recall_json(result: MemoryRecall) -> dict[str, Any]:
-    return {
-        "query": result.query,
-        "memories": [
-            {**memory_json(item.memory), "explain": item.explain} for item in result.memories
-        ],
-        "timed_out": result.timed_out,
-        "freshness": result.freshness,
-        "graph_error": result.graph.error,
-        "session_id": result.session_id,
-        "tracked": result.tracked,
-        "duration_ms": result.duration_ms,
-    }
 
 
 @memory_app.command("recall")
@@ -337,7 +305,7 @@ def show(
         fail(f"no memory {memory_id!r} in this scope (check the id, --tenant and --agent)")
     memory: Memory = details["memory"]
     if as_json:
-        print_json({**memory_json(memory), **{k: v for k, v in details.items() if k != "memory"}})
+        print_json(memory_details_json(details))
         return
     console = make_console()
     accessed = f"{_day(memory.accessed_at)} ({memory.access_count}x)"

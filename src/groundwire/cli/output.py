@@ -20,11 +20,11 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from groundwire import (
-    SkippedSource,
-    ValidationIssue,
-)
+from groundwire import ValidationIssue
 from groundwire.eval.runner import Progress as ProgressCallback
+from groundwire.payloads import issue_json, skipped_json
+
+__all__ = ["issue_json", "skipped_json"]  # re-exported: the JSON shapes live in payloads
 
 EXIT_OK = 0
 #: Unreadable or invalid knowledge, or a knowledge base that did not build.
@@ -137,18 +137,6 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     return f"{count} {noun if count == 1 else nouns or noun + 's'}"
 
 
-def issue_json(issue: ValidationIssue) -> dict[str, Any]:
-    return {
-        "severity": issue.severity,
-        "code": issue.code,
-        "message": issue.message,
-        "source_id": issue.source_id,
-        "entry_id": issue.entry_id,
-        "field": issue.field,
-        "origin": issue.origin,
-    }
-
-
 class _Facts:
     """Name/value rows: an aligned grid on a terminal; piped, one ``name  value`` line
     each, without trailing spaces."""
@@ -214,7 +202,3 @@ def eval_tracker(progress: Progress, system: str, documents: int, queries: int) 
 def top_fields(breakdown: Mapping[str, float], count: int = 3) -> str:
     best = sorted((item for item in breakdown.items() if item[1] > 0), key=lambda i: -i[1])
     return "\n".join(f"{name} {value:.1f}" for name, value in best[:count]) or "-"
-
-
-def skipped_json(skipped: Sequence[SkippedSource]) -> list[dict[str, str]]:
-    return [{"path": item.path, "reason": item.reason} for item in skipped]

@@ -26,13 +26,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Literal
 
 from groundwire.access.authorize import check_callback, predicate_of
-from groundwire.config import GroundingConfig
+from groundwire.config import ContextConfig, GroundingConfig, RetrievalConfig
 from groundwire.context import assemble_context
+from groundwire.embed.base import Embedder
 from groundwire.errors import ConfigError, QueryError
 from groundwire.index.cache import SnapshotCache, default_cache
 from groundwire.index.knowledge_base import KnowledgeBase
@@ -101,6 +102,46 @@ def _scope(scope: Scope | Mapping[str, Any] | None) -> Scope:
             raise TypeError(f"enabled_integrations must be a list of strings, got {enabled!r}")
         return Scope(tuple(str(item) for item in enabled))
     raise TypeError(f"scope must be a Scope or a mapping, got {scope!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """The settings of one turn: the configured ones, or the call's overrides."""
+
+    blocked_domains: tuple[str, ...]
+    retrieval: RetrievalConfig
+    context: ContextConfig
+    vectors: VectorIndex | None = None
+    embedder: Embedder | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Overrides:
+    """A call's overrides of the configured per-turn settings, as given (unchecked)."""
+
+    blocked_domains: object = None
+    retrieval: object = None
+    context: object = None
+    vectors: VectorIndex | None = None
+    embedder: Embedder | None = None
+
+    def settle(self, config: GroundingConfig) -> _Turn:
+        """The overrides checked (TypeError), the configured settings where none is given."""
+        blocked = self.blocked_domains
+        if blocked is not None and (
+            isinstance(blocked, str)
+            or not isinstance(blocked, Sequence)
+            or not all(isinstance(name, str) for name in blocked)
+        ):
+            raise TypeError(f"blocked_domains must be a list of strings, got {blocked!r}")
+        retrieval = config.retrieval if self.retrieval is None else self.retrieval
+        context = config.context if self.context is None else self.context
+        if not isinstance(retrieval, RetrievalConfig):
+            raise TypeError(f"retrieval must be a RetrievalConfig, got {retrieval!r}")
+        if not isinstance(context, ContextConfig):
+            raise TypeError(f"context must be a ContextConfig, got {context!r}")
+        domains = config.blocked_domains if blocked is None else tuple(blocked)
+        return _Turn(domains, retrieval, context, self.vectors, self.embedder)
 
 
 class GroundingEngine:
@@ -330,12 +371,22 @@ class GroundingEngine:
         scope: Scope | Mapping[str, Any] | None = None,
         *,
         principal: Principal | None = None,
+        blocked_domains: Sequence[str] | None = None,
+        retrieval: RetrievalConfig | None = None,
+        context: ContextConfig | None = None,
+        vectors: VectorIndex | None = None,
+        embedder: Embedder | None = None,
     ) -> GroundingOutcome:
         """Ground one turn; never raises. See ``metadata.failure_reason`` when no block.
 
         ``principal`` is the verified principal of the request (None: anonymous, which
         sees only entries without tenant and ACL labels); ``GroundingConfig.authorize``,
         when set, is asked about it and each eligible entry.
+
+        ``blocked_domains``, ``retrieval`` and ``context`` replace the configured ones for
+        this turn only (a server takes them per request). Dense and hybrid modes
+        (``retrieval.hybrid``) need ``vectors`` of the installed snapshot and the
+        ``embedder`` that built them.
         """
         started = self._clock()
         if not self._config.enabled:
@@ -349,8 +400,9 @@ class GroundingEngine:
         if served is None:
             return self._failure("index-not-ready", started)
         try:
+            turn = _Overrides(blocked_domains, retrieval, context, vectors, embedder)
             future = self._executor.submit(
-                self._run, served, query, recent_turns, scope, principal, started
+                self._run, served, query, recent_turns, scope, principal, started, turn
             )
         except RuntimeError:  # executor closed
             return self._failure("error", started)
@@ -376,10 +428,11 @@ class GroundingEngine:
         scope: Scope | Mapping[str, Any] | None = None,
         *,
         principal: Principal | None = None,
+        **overrides: Any,
     ) -> GroundingOutcome:
-        """Async :meth:`ground`: runs off the event loop; never raises."""
+        """Async :meth:`ground` (same keyword overrides): runs off the event loop; never raises."""
         loop = asyncio.get_running_loop()
-        turn = partial(self.ground, query, recent_turns, scope, principal=principal)
+        turn = partial(self.ground, query, recent_turns, scope, principal=principal, **overrides)
         try:
             return await loop.run_in_executor(None, turn)
         except Exception:
@@ -406,10 +459,12 @@ class GroundingEngine:
         scope: Scope | Mapping[str, Any] | None,
         principal: Principal | None,
         started: float,
+        overrides: _Overrides,
     ) -> GroundingOutcome:
         config = self._config
         if principal is not None and not isinstance(principal, Principal):
             raise TypeError(f"principal must be a Principal, got {type(principal).__name__}")
+        turn = overrides.settle(config)
         # retrieve() keeps only the configured number of most recent turns.
         request = RetrievalRequest(
             query=query, recent_turns=_turns(recent_turns), scope=_scope(scope), principal=principal
@@ -419,14 +474,14 @@ class GroundingEngine:
         selection = retrieve(
             snapshot,
             request,
-            config.retrieval,
-            config.blocked_domains,
+            turn.retrieval,
+            turn.blocked_domains,
             allow,
-            vectors=vectors,
-            embedder=config.embedder,
+            vectors=vectors if turn.vectors is None else turn.vectors,
+            embedder=config.embedder if turn.embedder is None else turn.embedder,
         )
         context = assemble_context(
-            [item.entry for item in selection.primary], selection.expanded, config.context
+            [item.entry for item in selection.primary], selection.expanded, turn.context
         )
         retrieval = RetrievalResult(
             query=selection.query,
@@ -438,6 +493,7 @@ class GroundingEngine:
             duration_ms=self._elapsed(started),
             candidates=selection.candidates,
             authorization_errors=selection.authorization_errors,
+            channels=None if selection.channels is None else selection.channels.as_dict(),
         )
         if not selection.primary:
             reason: FailureReason = "low-relevance" if selection.candidates else "no-match"

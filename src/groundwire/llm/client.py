@@ -691,7 +691,7 @@ def _tools(tools: Sequence[ToolSpec] | None) -> tuple[ToolSpec, ...]:
     return tuple(out)
 
 
-def _as_principal(call: _Call) -> dict[str, Principal]:
+def _as_principal(call: _Call) -> dict[str, Any]:
     """The principal keyword for the engine, only when there is one (an engine stand-in
     written before principals existed keeps working for anonymous calls)."""
     return {} if call.principal is None else {"principal": call.principal}
