@@ -1381,3 +1381,80 @@ OCR_PAGE_SHARE: Final = 1.0
 OCR_MIN_CONFIDENCE: Final = 80.0
 #: Seconds an OCR engine may take per page before the page counts as unread.
 OCR_TIMEOUT_S: Final = 60.0
+
+
+# -- the server (groundwire serve / groundwire mcp) -------------------------------------------------
+#: Loopback by default: exposing the server on a network is a deliberate choice (--host).
+SERVER_HOST: Final = "127.0.0.1"
+#: An unassigned port, easy to remember ("8321": counting down to grounded).
+SERVER_PORT: Final = 8321
+#: Largest request body: a question, a few turns and options fit in far less; documents are
+#: never uploaded through the API, so anything bigger is a mistake or an attack.
+SERVER_MAX_BODY_BYTES: Final = 262_144
+#: Longest query or question the API accepts; the library cuts longer ones, an API refuses
+#: them (413-style problem naming the field) so a client knows its text was not used whole.
+SERVER_MAX_QUERY_CHARS: Final = DEFAULT_MAX_QUERY_CHARS
+#: Earlier turns one request may send (the engine reads the last DEFAULT_RECENT_TURNS).
+SERVER_MAX_TURNS: Final = 50
+#: Largest ``limit`` of a search or recall request (a person reads ten; a tool fifty).
+SERVER_MAX_LIMIT: Final = 100
+#: Per-key token bucket: sustained requests per second, and the burst a client may send at
+#: once (an agent's parallel tool calls, a playground's search-as-you-type).
+SERVER_RATE_PER_SECOND: Final = 20.0
+SERVER_RATE_BURST: Final = 40
+#: Longest a request may take before it is answered 503 (grounding itself is bounded by
+#: DEFAULT_TIMEOUT_MS; this bounds everything else, a slow model included before streaming).
+SERVER_REQUEST_TIMEOUT_S: Final = 30.0
+#: How long a stopping server lets requests in flight finish before it closes connections.
+SERVER_SHUTDOWN_GRACE_S: Final = 10.0
+#: Grounding time budget of a served turn: several turns share two cores under load, so a
+#: server waits longer than an in-process call's DEFAULT_TIMEOUT_MS before failing open.
+SERVER_GROUND_TIMEOUT_MS: Final = 5_000
+#: Call names an API key may be granted (``allow`` in the keys file); ``*`` grants all.
+SERVER_CALLS: Final = (
+    "ground",
+    "search",
+    "evidence",
+    "ask",
+    "entries",
+    "status",
+    "validate",
+    "reload",
+    "metrics",
+    "memory",
+    "mcp",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """Where the server listens and the limits every request is held to.
+
+    ``rate_per_second=0`` turns the per-key rate limit off; ``log_queries`` puts query
+    text into the access log (off: logs say what was called, never what was asked).
+    """
+
+    host: str = SERVER_HOST
+    port: int = SERVER_PORT
+    max_body_bytes: int = SERVER_MAX_BODY_BYTES
+    max_query_chars: int = SERVER_MAX_QUERY_CHARS
+    max_turns: int = SERVER_MAX_TURNS
+    max_limit: int = SERVER_MAX_LIMIT
+    rate_per_second: float = SERVER_RATE_PER_SECOND
+    rate_burst: int = SERVER_RATE_BURST
+    request_timeout_s: float = SERVER_REQUEST_TIMEOUT_S
+    shutdown_grace_s: float = SERVER_SHUTDOWN_GRACE_S
+    ground_timeout_ms: int = SERVER_GROUND_TIMEOUT_MS
+    log_queries: bool = False
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.host, str) and bool(self.host), "host", self.host, "a host name")
+        port_ok = isinstance(self.port, int) and not isinstance(self.port, bool)
+        _require(port_ok and 0 <= self.port <= 65_535, "port", self.port, "0 to 65535 (0: any)")
+        for name in ("max_body_bytes", "max_query_chars", "max_turns", "max_limit", "rate_burst"):
+            _positive_int(name, getattr(self, name))
+        _positive_int("ground_timeout_ms", self.ground_timeout_ms)
+        _finite("rate_per_second", self.rate_per_second)
+        for name in ("request_timeout_s", "shutdown_grace_s"):
+            _finite(name, getattr(self, name), minimum=1e-3)
+        _require(isinstance(self.log_queries, bool), "log_queries", self.log_queries, "a bool")
