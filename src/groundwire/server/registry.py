@@ -3,8 +3,8 @@
 Each name holds one :class:`Served` generation: an immutable snapshot with its engine
 (entries) or its chunks (documents) and, when the server embeds, its vectors. A request
 takes a :meth:`Registry.lease` on the current generation and uses only it from start to
-end, so every response comes from exactly one snapshot (the ``X-Groundwire-Snapshot``
-header names it). :meth:`Registry.reload` opens the source again — off the request
+end, so every response comes from exactly one snapshot (its ``snapshot`` field,
+``<kb>@<generation>``, names it). :meth:`Registry.reload` opens the source again — off the request
 path — and swaps the reference; the previous generation keeps serving the requests that
 hold it and is closed when the last one ends. A source that fails to open (a snapshot
 that fails its checks, entries that fail validation) is not installed: the current
@@ -174,6 +174,11 @@ class Registry:
                 served.opened.close()
 
     # -- reading --------------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        """Whether every knowledge base has a current generation."""
+        return len(self._current) == len(self._sources)
+
     @property
     def names(self) -> tuple[str, ...]:
         """Names in the order they were given (the first is the default)."""
