@@ -30,10 +30,11 @@ from groundwire.cli import (
     memory,
     memory_worker,
     sync,
+    serve,
 )
 from groundwire.cli.app import app, main
 
 __all__ = ["app", "main"]
 
 # The command modules register themselves on ``app`` when imported.
-_COMMANDS = (grounding, checks, build, evaluate, ask, memory, memory_worker, sync, export)
+_COMMANDS = (grounding, checks, build, evaluate, ask, memory, memory_worker, sync, export, serve)

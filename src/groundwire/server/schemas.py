@@ -65,6 +65,9 @@ class GroundRequest(_Query):
     blocked_domains: list[str] = Field(default_factory=list, max_length=64)
     max_tokens: int | None = Field(default=None, ge=1, le=100_000)
     gate: Literal["relevance", "off"] = "relevance"
+    mode: Literal["lexical", "dense", "hybrid"] = Field(
+        default="lexical", description="Ranking channels (dense, hybrid: the server's vectors)."
+    )
     explain: bool = Field(
         default=False, description="Add breakdowns, context assembly and channels."
     )

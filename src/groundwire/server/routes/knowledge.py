@@ -48,17 +48,30 @@ def _answered(served: Served) -> dict[str, str]:
     return {"kb": served.name, "snapshot": served.snapshot}
 
 
+def _needs_vectors(served: Served, mode: str) -> None:
+    opened = served.opened
+    if mode != "lexical" and (opened.vectors is None or opened.embedder is None):
+        raise Problem(
+            422,
+            "mode-unavailable",
+            f"mode {mode!r} needs vectors, and knowledge base {served.name!r} is served "
+            "without them; use mode 'lexical'",
+            field="mode",
+        )
+
+
 def ground_turn(
     state: ServerState, served: Served, body: GroundRequest, principal: Principal | None
 ) -> dict[str, Any]:
     """One turn on ``served`` as ``principal``: the outcome (entries) or evidence (documents)."""
+    _needs_vectors(served, body.mode)
     if served.opened.kind == "documents":
-        if body.turns or body.integrations or body.blocked_domains:
+        if body.turns or body.integrations or body.blocked_domains or body.mode != "lexical":
             raise Problem(
                 422,
                 "not-for-documents",
                 f"knowledge base {served.name!r} holds documents: turns, integrations and "
-                "blocked_domains apply to knowledge entries only",
+                "blocked_domains and mode apply to knowledge entries only",
                 field="turns" if body.turns else "integrations",
             )
         options: dict[str, Any] = {"gate": body.gate}
@@ -76,7 +89,11 @@ def ground_turn(
         scope=Scope(tuple(body.integrations)),
         principal=principal,
         blocked_domains=tuple(body.blocked_domains) or None,
-        retrieval=dataclasses.replace(config.retrieval, gate=body.gate),
+        retrieval=dataclasses.replace(
+            config.retrieval,
+            gate=body.gate,
+            hybrid=dataclasses.replace(config.retrieval.hybrid, mode=body.mode),
+        ),
         context=None
         if body.max_tokens is None
         else dataclasses.replace(config.context, max_tokens=body.max_tokens),
@@ -108,15 +125,9 @@ def search_hits(served: Served, body: SearchRequest, principal: Principal | None
     scope = None if body.integrations is None else Scope(tuple(body.integrations))
     blocked = tuple(body.blocked_domains)
     if body.mode != "lexical":
+        _needs_vectors(served, body.mode)
         opened = served.opened
-        if opened.vectors is None or opened.embedder is None:
-            raise Problem(
-                422,
-                "mode-unavailable",
-                f"mode {body.mode!r} needs vectors, and knowledge base {served.name!r} is "
-                "served without them; use mode 'lexical'",
-                field="mode",
-            )
+        assert opened.vectors is not None
         view = reader.knowledge_base
         hits, report = search_channels(
             view,
