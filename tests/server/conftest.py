@@ -1,104 +1,37 @@
-"""A real uvicorn on 127.0.0.1 (port 0) serving groundwire apps, and the knowledge they serve."""
+"""Fixtures of the server tests: live servers on 127.0.0.1 over small knowledge bases."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import threading
+import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 pytest.importorskip("fastapi", reason="the server tests need the [server] extra")
+pytest.importorskip("mcp", reason="the server tests need the [server] extra")
 
-import uvicorn  # noqa: E402
+
+def _load(name: str, path: Path) -> Any:
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+helpers = _load("server_helpers", Path(__file__).with_name("server_helpers.py"))
+ACCESS_SOURCE = helpers.ACCESS_SOURCE
+HANDBOOK = helpers.HANDBOOK
+Live = helpers.Live
 
 from groundwire.config import ServerSettings  # noqa: E402
-from groundwire.server import KeyRing, Registry, ServerState, create_app, hash_key, source_for  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-HANDBOOK = ROOT / "examples" / "handbook"
-
-#: Secrets of the test keys (their SHA-256 goes into the keys file, as in production).
-ACME_HR = "gw_test-acme-hr-secret"
-ACME_BOT = "gw_test-acme-bot-secret"
-SEARCH_ONLY = "gw_test-search-only"
-OTHER_KB = "gw_test-other-kb"
-ADMIN = "gw_test-admin"
-
-ACCESS_SOURCE = {
-    "id": "kb",
-    "version": "v1",
-    "entries": [
-        {"id": "acme.keys", "title": "Rotate keys", "summary": "rotate signing keys monthly",
-         "domain": "ops", "integrations": [], "tenant": "acme"},
-        {"id": "acme.payroll", "title": "Payroll keys", "summary": "rotate payroll keys quarterly",
-         "domain": "ops", "integrations": [], "tenant": "acme", "acl": ["group:hr"]},
-        {"id": "globex.keys", "title": "Globex keys", "summary": "rotate globex keys weekly",
-         "domain": "ops", "integrations": [], "tenant": "globex"},
-        {"id": "shared.keys", "title": "Keys in general", "summary": "how keys rotate",
-         "domain": "ops", "integrations": []},
-    ],
-}  # fmt: skip
-
-
-def keys_items() -> list[dict[str, Any]]:
-    """The keys file's ``keys`` list of the test server."""
-    return [
-        {"id": "acme-hr", "sha256": hash_key(ACME_HR), "tenant": "acme", "subject": "alice",
-         "groups": ["hr"], "allow": ["*"]},
-        {"id": "acme-bot", "sha256": hash_key(ACME_BOT), "tenant": "acme", "subject": "bot",
-         "allow": ["ground", "search", "entries", "status", "mcp"]},
-        {"id": "search-only", "sha256": hash_key(SEARCH_ONLY), "tenant": "acme",
-         "subject": "s", "allow": ["search"]},
-        {"id": "other-kb", "sha256": hash_key(OTHER_KB), "tenant": "acme", "subject": "o",
-         "allow": ["*"], "kbs": ["handbook"]},
-        {"id": "admin", "sha256": hash_key(ADMIN), "tenant": "acme", "subject": "ops",
-         "allow": ["*"]},
-    ]  # fmt: skip
-
-
-def bearer(secret: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {secret}"}
-
-
-@dataclass
-class Live:
-    """A running server: its base URL, state, and a client bound to it."""
-
-    url: str
-    state: ServerState
-    server: uvicorn.Server
-    thread: threading.Thread
-
-    def client(self, secret: str | None = None, **kwargs: Any) -> httpx.Client:
-        headers = bearer(secret) if secret else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30.0, **kwargs)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive(), "the server did not stop"
-
-
-def start(state: ServerState, **app_options: Any) -> Live:
-    """Run ``create_app(state)`` under uvicorn on 127.0.0.1, a free port; wait until it serves."""
-    app = create_app(state, **app_options)
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", access_log=False, lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("the server failed to start")
-        threading.Event().wait(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    return Live(f"http://127.0.0.1:{port}", state, server, thread)
+from groundwire.server import KeyRing, Registry, ServerState, source_for  # noqa: E402
 
 
 @pytest.fixture
@@ -126,9 +59,9 @@ def docs_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def make_server(
     access_kb: Path, docs_dir: Path
-) -> Iterator[Callable[..., Live]]:
+) -> Iterator[Callable[..., Any]]:
     """``make_server(settings=..., auth=True, provider=None, specs=None)`` → a live server."""
-    running: list[Live] = []
+    running: list[Any] = []
 
     def make(
         *,
@@ -137,17 +70,17 @@ def make_server(
         provider: Any = None,
         specs: list[str] | None = None,
         **app_options: Any,
-    ) -> Live:
+    ) -> Any:
         chosen = specs or [f"handbook={HANDBOOK}", f"access={access_kb}", f"docs={docs_dir}"]
         registry = Registry([source_for(spec, 5_000) for spec in chosen])
         registry.open_all()
         state = ServerState(
             registry,
             settings or ServerSettings(port=0),
-            keys=KeyRing.from_items(keys_items()) if auth else None,
+            keys=KeyRing.from_items(helpers.keys_items()) if auth else None,
             provider=provider,
         )
-        live = start(state, **app_options)
+        live = helpers.start(state, **app_options)
         running.append(live)
         return live
 
@@ -157,6 +90,6 @@ def make_server(
 
 
 @pytest.fixture
-def live(make_server: Callable[..., Live]) -> Live:
+def live(make_server: Callable[..., Any]) -> Any:
     """The default server: handbook, a labeled knowledge base, documents; keys required."""
     return make_server()

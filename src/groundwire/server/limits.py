@@ -29,10 +29,6 @@ __all__ = ["BodyLimit", "TokenBuckets", "check_text", "within_deadline"]
 T = TypeVar("T")
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
     """ASGI middleware: a request body over ``max_bytes`` gets a 413 problem document."""
 
@@ -61,29 +57,33 @@ class BodyLimit:
                 if declared > self.max_bytes:
                     await problem_response(self._problem(), scope.get("path"))(scope, receive, send)
                     return
+        # Read the body first (it is small by construction), so a handler never sees part
+        # of one that turns out too large, and a chunked body is held to the same limit.
+        chunks: list[bytes] = []
         seen = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal seen
+        more = True
+        while more:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
                 await problem_response(self._problem(), scope.get("path"))(scope, receive, send)
+                return
+            chunks.append(chunk)
+            more = bool(message.get("more_body", False))
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
 
 class TokenBuckets:

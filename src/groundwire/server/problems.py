@@ -132,7 +132,9 @@ def problem_response(problem: Problem, instance: str | None = None) -> JSONRespo
 def field_of(location: Sequence[Any]) -> str | None:
     """A pydantic error location as a field path: ``("body", "turns", 1, "text")`` →
     ``turns[1].text``; the body as a whole (``("body",)``) → None."""
-    parts = [part for part in location if part not in ("body", "query", "path", "header")]
+    parts = list(location)
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        parts = parts[1:]  # where the value came from, not its name
     text = ""
     for part in parts:
         if isinstance(part, int):
@@ -190,7 +192,9 @@ def install_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         status = exc.status_code
         detail = exc.detail if isinstance(exc.detail, str) else _TITLES.get(status, "Error")
-        if status == 404:
+        if status == 400:
+            detail = f"{detail.rstrip('.')}: send a UTF-8 JSON object as the body"
+        elif status == 404:
             detail = f"no route {request.url.path}; see /docs for the API"
         elif status == 405:
             detail = f"{request.method} is not allowed on {request.url.path}"

@@ -173,15 +173,17 @@ function renderOutcome(data) {
   fact(summary, "duration", meta.duration_ms.toFixed(1) + " ms");
   if (meta.truncated_query) fact(summary, "query", "cut to the length limit");
 
+  const expanded = new Set(meta.expanded_ids);
   const body = $("candidates").tBodies[0];
   body.replaceChildren();
   data.candidates.forEach((item, n) => {
     const row = document.createElement("tr");
-    row.className = item.selected ? "selected" : "gated";
+    row.className = item.selected ? "selected" : expanded.has(item.id) ? "expanded" : "gated";
     const name = el("td");
     name.append(entryLink(item.id), el("div", item.title, "muted"));
     const hits = el("td");
     if (item.selected) hits.append(el("span", "sent", "badge sel"));
+    else if (expanded.has(item.id)) hits.append(el("span", "expanded", "badge sel"));
     else hits.append(el("span", "gated", "badge"));
     if (item.exact) hits.append(el("span", "exact", "badge hit"));
     if (item.alias) hits.append(el("span", "alias", "badge hit"));
@@ -315,12 +317,12 @@ document.addEventListener("DOMContentLoaded", () => {
   $("kb").addEventListener("change", selectKb);
   for (const id of ["max-tokens", "mode", "gate-off"]) $(id).addEventListener("change", rerun);
   $("entry-close").addEventListener("click", closeEntry);
-  $("key-save").addEventListener("click", () => {
+  $("auth").addEventListener("submit", (event) => {
+    event.preventDefault();
     sessionStorage.setItem("groundwire.key", $("key").value.trim());
     $("key").value = "";
     loadStatus();
   });
-  $("key").addEventListener("keydown", (event) => { if (event.key === "Enter") $("key-save").click(); });
   document.addEventListener("keydown", (event) => {
     const typing = ["INPUT", "SELECT", "TEXTAREA"].includes(document.activeElement.tagName);
     if (event.key === "/" && !typing) { event.preventDefault(); $("query").focus(); }
