@@ -77,12 +77,12 @@ def test_search_ranks_with_breakdowns(live: Live) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
-def test_dense_mode_without_vectors_is_a_clear_422(live: Live) -> None:
+def test_dense_mode_without_vectors_is_a_clear_409(live: Live) -> None:
     with live.client(ADMIN) as client:
         response = client.post("/v1/search", json={"query": "api key", "mode": "hybrid"})
-        body = problem(response, 422, "mode-unavailable")
+        body = problem(response, 409, "mode-unavailable")
         assert body["field"] == "mode"
-        problem(client.post("/v1/ground", json={"query": "x", "mode": "dense"}), 422, "mode-unavailable")
+        problem(client.post("/v1/ground", json={"query": "x", "mode": "dense"}), 409, "mode-unavailable")
 
 
 def test_documents_ground_and_evidence(live: Live) -> None:
@@ -97,8 +97,8 @@ def test_documents_ground_and_evidence(live: Live) -> None:
     assert evidence["snapshot"] == "docs@1"
     assert len(evidence["excerpts"]) == 1
     assert "Rotate signing keys" in evidence["excerpts"][0]["text"]
-    assert problem(wrong, 422, "not-documents")["field"] == "kb"
-    problem(turns, 422, "not-for-documents")
+    assert problem(wrong, 409, "not-documents")["field"] == "kb"
+    problem(turns, 409, "not-for-documents")
 
 
 def test_entries_status_validate_metrics_health(live: Live) -> None:

@@ -29,8 +29,8 @@ from groundwire.cli import (
     grounding,
     memory,
     memory_worker,
-    sync,
     serve,
+    sync,
 )
 from groundwire.cli.app import app, main
 

@@ -132,7 +132,7 @@ def _stream(state: ServerState, name: str, grant: Grant, question: str) -> Itera
     response_class=StreamingResponse,
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
-        **problem_responses(401, 403, 404, 413, 422, 429, 503),
+        **problem_responses(400, 401, 403, 404, 413, 422, 429, 503),
     },
 )
 async def ask(request: Request, body: AskRequest) -> StreamingResponse:

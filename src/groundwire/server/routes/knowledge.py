@@ -41,7 +41,7 @@ from groundwire.server.state import ServerState, record, state_of
 __all__ = ["ground_turn", "router", "search_hits"]
 
 router = APIRouter(prefix="/v1", tags=["knowledge"])
-_ERRORS = problem_responses(401, 403, 404, 413, 422, 429, 503)
+_ERRORS = problem_responses(400, 401, 403, 404, 409, 413, 422, 429, 503)
 
 
 def _answered(served: Served) -> dict[str, str]:
@@ -52,7 +52,7 @@ def _needs_vectors(served: Served, mode: str) -> None:
     opened = served.opened
     if mode != "lexical" and (opened.vectors is None or opened.embedder is None):
         raise Problem(
-            422,
+            409,
             "mode-unavailable",
             f"mode {mode!r} needs vectors, and knowledge base {served.name!r} is served "
             "without them; use mode 'lexical'",
@@ -68,7 +68,7 @@ def ground_turn(
     if served.opened.kind == "documents":
         if body.turns or body.integrations or body.blocked_domains or body.mode != "lexical":
             raise Problem(
-                422,
+                409,
                 "not-for-documents",
                 f"knowledge base {served.name!r} holds documents: turns, integrations and "
                 "blocked_domains and mode apply to knowledge entries only",
@@ -223,7 +223,7 @@ async def evidence(request: Request, body: EvidenceRequest) -> dict[str, Any]:
     def run(served: Served) -> dict[str, Any]:
         if served.opened.kind != "documents":
             raise Problem(
-                422,
+                409,
                 "not-documents",
                 f"knowledge base {served.name!r} holds knowledge entries; evidence is for "
                 "documents: use /v1/ground",

@@ -24,7 +24,7 @@ __all__ = ["health", "router"]
 
 router = APIRouter(prefix="/v1", tags=["operations"])
 health = APIRouter(tags=["health"])
-_ERRORS = problem_responses(401, 403, 404, 422, 429, 503)
+_ERRORS = problem_responses(400, 401, 403, 404, 413, 422, 429, 503)
 _KB = Query(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
