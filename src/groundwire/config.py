@@ -1383,7 +1383,7 @@ OCR_MIN_CONFIDENCE: Final = 80.0
 OCR_TIMEOUT_S: Final = 60.0
 
 
-# -- the server (groundwire serve / groundwire mcp) -------------------------------------------------
+# -- the server (groundwire serve / groundwire mcp) ----------------------------------------------
 #: Loopback by default: exposing the server on a network is a deliberate choice (--host).
 SERVER_HOST: Final = "127.0.0.1"
 #: An unassigned port, easy to remember ("8321": counting down to grounded).

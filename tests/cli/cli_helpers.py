@@ -40,8 +40,9 @@ STATUS_KEYS = {"enabled", "ready", "entry_count", "last_error", "validation_issu
 ISSUE_KEYS = {"severity", "code", "message", "source_id", "entry_id", "field", "origin"}
 BREAKDOWN_KEYS = {"title", "aliases", "keywords", "summary", "body", "exact", "alias"}
 COMMANDS = sorted(get_command(app).commands)  # type: ignore[attr-defined]
-#: Commands that take a knowledge base (``memory`` takes a store: tests/cli/test_memory_cli.py).
-KB_COMMANDS = [name for name in COMMANDS if name not in ("memory", "sync")]  # sync: CONFIG
+#: Commands that take a knowledge base (``memory`` takes a store: tests/cli/test_memory_cli.py;
+#: ``keygen`` makes an API key: tests/server/test_cli.py).
+KB_COMMANDS = [name for name in COMMANDS if name not in ("memory", "sync", "keygen")]  # sync: CONFIG
 
 runner = CliRunner()
 

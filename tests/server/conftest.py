@@ -18,7 +18,8 @@ pytest.importorskip("mcp", reason="the server tests need the [server] extra")
 def _load(name: str, path: Path) -> Any:
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -57,9 +58,7 @@ def docs_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_server(
-    access_kb: Path, docs_dir: Path
-) -> Iterator[Callable[..., Any]]:
+def make_server(access_kb: Path, docs_dir: Path) -> Iterator[Callable[..., Any]]:
     """``make_server(settings=..., auth=True, provider=None, specs=None)`` → a live server."""
     running: list[Any] = []
 

@@ -3,7 +3,6 @@ a real uvicorn on 127.0.0.1 (port 0), the test keys, a labeled knowledge base.""
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +11,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from groundwire.config import ServerSettings
-from groundwire.server import KeyRing, Registry, ServerState, create_app, hash_key, source_for
+from groundwire.server import ServerState, create_app, hash_key
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDBOOK = ROOT / "examples" / "handbook"
@@ -95,5 +93,3 @@ def start(state: ServerState, **app_options: Any) -> Live:
         threading.Event().wait(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     return Live(f"http://127.0.0.1:{port}", state, server, thread)
-
-

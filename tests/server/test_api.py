@@ -22,7 +22,8 @@ def problem(response: Any, status: int, slug: str) -> dict[str, Any]:
     body = response.json()
     assert body["type"] == f"urn:groundwire:problem:{slug}"
     assert body["status"] == status
-    assert body["title"] and body["detail"]
+    assert body["title"]
+    assert body["detail"]
     assert "Traceback" not in response.text
     return dict(body)
 
@@ -56,14 +57,13 @@ def test_ground_scope_changes_the_outcome(live: Live) -> None:
         without = client.post("/v1/ground", json=query).json()
         with_slack = client.post("/v1/ground", json={**query, "integrations": ["slack"]}).json()
         blocked = client.post(
-            "/v1/ground", json={**query, "integrations": ["slack"], "blocked_domains": ["integrations"]}
+            "/v1/ground",
+            json={**query, "integrations": ["slack"], "blocked_domains": ["integrations"]},
         ).json()
     assert without["metadata"]["out_of_scope_count"] > 0
     assert "slack" in without["metadata"]["out_of_scope_integrations"]
     assert with_slack["metadata"]["selected_ids"] != without["metadata"]["selected_ids"]
-    assert not any(
-        item["domain"] == "integrations" for item in blocked["candidates"]
-    )
+    assert not any(item["domain"] == "integrations" for item in blocked["candidates"])
 
 
 def test_search_ranks_with_breakdowns(live: Live) -> None:
@@ -82,15 +82,23 @@ def test_dense_mode_without_vectors_is_a_clear_409(live: Live) -> None:
         response = client.post("/v1/search", json={"query": "api key", "mode": "hybrid"})
         body = problem(response, 409, "mode-unavailable")
         assert body["field"] == "mode"
-        problem(client.post("/v1/ground", json={"query": "x", "mode": "dense"}), 409, "mode-unavailable")
+        problem(
+            client.post("/v1/ground", json={"query": "x", "mode": "dense"}), 409, "mode-unavailable"
+        )
 
 
 def test_documents_ground_and_evidence(live: Live) -> None:
     with live.client(ADMIN) as client:
-        grounded = client.post("/v1/ground", json={"kb": "docs", "query": "how often rotate signing keys"}).json()
-        evidence = client.post("/v1/evidence", json={"kb": "docs", "query": "rotate signing keys", "limit": 1}).json()
+        grounded = client.post(
+            "/v1/ground", json={"kb": "docs", "query": "how often rotate signing keys"}
+        ).json()
+        evidence = client.post(
+            "/v1/evidence", json={"kb": "docs", "query": "rotate signing keys", "limit": 1}
+        ).json()
         wrong = client.post("/v1/evidence", json={"query": "rotate"})
-        turns = client.post("/v1/ground", json={"kb": "docs", "query": "x", "integrations": ["slack"]})
+        turns = client.post(
+            "/v1/ground", json={"kb": "docs", "query": "x", "integrations": ["slack"]}
+        )
     assert grounded["kind"] == "documents"
     assert grounded["status"] == "ready"
     assert grounded["citations"][0].startswith("[KB:rotate.md#")
@@ -116,7 +124,8 @@ def test_entries_status_validate_metrics_health(live: Live) -> None:
     assert "acl" not in entry["entry"]["metadata"]
     problem(missing, 404, "unknown-entry")
     assert [kb["name"] for kb in status["knowledge_bases"]] == ["handbook", "access", "docs"]
-    assert status["auth"] is True and status["key_id"] == "admin"
+    assert status["auth"] is True
+    assert status["key_id"] == "admin"
     assert "slack" in status["knowledge_bases"][0]["integrations"]
     assert validate["ok"] is True
     assert [issue["code"] for issue in validate["issues"]] == ["tenant-mixed"]
@@ -155,7 +164,8 @@ def test_no_auth_acts_as_the_configured_principal_or_anonymous(
         hits = client.post("/v1/search", json={"kb": "access", "query": "rotate keys"}).json()
         status = client.get("/v1/status").json()
     assert {hit["id"] for hit in hits["hits"]} == {"shared.keys"}  # anonymous: unlabeled only
-    assert status["auth"] is False and status["key_id"] == "local"
+    assert status["auth"] is False
+    assert status["key_id"] == "local"
 
 
 # -- authentication and authorization -----------------------------------------------------------
@@ -186,7 +196,9 @@ def test_keys_outside_their_grant_are_403(live: Live) -> None:
             other.post("/v1/search", json={"kb": "access", "query": "x"}), 403, "kb-not-allowed"
         )
         assert denied["field"] == "kb"
-        unknown = problem(other.post("/v1/search", json={"kb": "nope", "query": "x"}), 404, "unknown-kb")
+        unknown = problem(
+            other.post("/v1/search", json={"kb": "nope", "query": "x"}), 404, "unknown-kb"
+        )
         assert "access" not in unknown["detail"]  # names only what this key may use
         names = [kb["name"] for kb in other.get("/v1/status").json()["knowledge_bases"]]
     assert names == ["handbook"]
@@ -197,7 +209,9 @@ def test_secrets_never_reach_the_access_log(live: Live, caplog: pytest.LogCaptur
         client.post("/v1/search", json={"query": "secret question text"})
     lines = [json.loads(record.getMessage()) for record in caplog.records]
     line = next(item for item in lines if item["route"] == "/v1/search")
-    assert line["key"] == "admin" and line["status"] == 200 and line["kb"] == "handbook"
+    assert line["key"] == "admin"
+    assert line["status"] == 200
+    assert line["kb"] == "handbook"
     assert ADMIN not in caplog.text
     assert "secret question text" not in caplog.text
 
@@ -218,13 +232,17 @@ def test_body_over_the_limit_is_413(make_server: Callable[..., Live]) -> None:
     live = make_server(settings=ServerSettings(port=0, max_body_bytes=1_000))
     big = json.dumps({"query": "x" * 2_000})
     with live.client(ADMIN) as client:
-        declared = client.post("/v1/search", content=big, headers={"content-type": "application/json"})
+        declared = client.post(
+            "/v1/search", content=big, headers={"content-type": "application/json"}
+        )
 
         def chunks() -> Any:  # no Content-Length: the limit counts what arrives
             yield big[:600].encode()
             yield big[600:].encode()
 
-        streamed = client.post("/v1/search", content=chunks(), headers={"content-type": "application/json"})
+        streamed = client.post(
+            "/v1/search", content=chunks(), headers={"content-type": "application/json"}
+        )
     problem(declared, 413, "body-too-large")
     problem(streamed, 413, "body-too-large")
 
@@ -270,10 +288,14 @@ def test_invalid_bodies_name_the_field(live: Live, body: dict[str, Any], field: 
 
 def test_malformed_json_route_and_method_are_problems(live: Live) -> None:
     with live.client(ADMIN) as client:
-        bad_json = client.post("/v1/ground", content=b"{nope", headers={"content-type": "application/json"})
+        bad_json = client.post(
+            "/v1/ground", content=b"{nope", headers={"content-type": "application/json"}
+        )
         no_route = client.get("/v1/nothing")
         wrong_method = client.get("/v1/ground")
-        turns = client.post("/v1/ground", json={"query": "x", "turns": [{"role": "system", "text": "t"}]})
+        turns = client.post(
+            "/v1/ground", json={"query": "x", "turns": [{"role": "system", "text": "t"}]}
+        )
     assert "not valid JSON" in problem(bad_json, 422, "invalid-request")["detail"]
     problem(no_route, 404, "not-found")
     problem(wrong_method, 405, "method-not-allowed")

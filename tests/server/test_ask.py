@@ -50,7 +50,8 @@ def test_knowledge_answer_streams_then_checks_citations(asking: Live, fake: Any)
     assert response.headers["content-type"].startswith("text/event-stream")
     stream = events(response)
     names = [name for name, _ in stream]
-    assert names[0] == "grounding" and names[-1] == "done"
+    assert names[0] == "grounding"
+    assert names[-1] == "done"
     assert names.count("text") == 3
     grounding, done = stream[0][1], stream[-1][1]
     assert "[KB:security.api-key-rotation@2026-11-15]" in grounding["offered"]
@@ -59,21 +60,31 @@ def test_knowledge_answer_streams_then_checks_citations(asking: Live, fake: Any)
     assert checks == {"[KB:security.api-key-rotation@2026-11-15]": True, "[KB:made.up@1]": False}
     assert done["citations_ok"] is False
     system = fake.openai.requests[0].json["messages"][0]
-    assert system["role"] == "system" and "security.api-key-rotation" in system["content"]
+    assert system["role"] == "system"
+    assert "security.api-key-rotation" in system["content"]
 
 
 def test_documents_answer_is_held_until_citations_pass(asking: Live, fake: Any) -> None:
     with asking.client(ADMIN) as client:
-        evidence = client.post("/v1/evidence", json={"kb": "docs", "query": "rotate signing keys"}).json()
+        evidence = client.post(
+            "/v1/evidence", json={"kb": "docs", "query": "rotate signing keys"}
+        ).json()
         tag = evidence["citations"][0]
         fake.openai.enqueue_text(f"Every month {tag}.")
-        ok = events(client.post("/v1/ask", json={"kb": "docs", "question": "how often rotate signing keys"}))
+        ok = events(
+            client.post("/v1/ask", json={"kb": "docs", "question": "how often rotate signing keys"})
+        )
         fake.openai.enqueue_text("Every month [KB:invented.md#0@x].")
-        rejected = events(client.post("/v1/ask", json={"kb": "docs", "question": "how often rotate signing keys"}))
+        rejected = events(
+            client.post("/v1/ask", json={"kb": "docs", "question": "how often rotate signing keys"})
+        )
     names = [name for name, _ in ok]
-    assert names[0] == "grounding" and names[-1] == "done" and set(names[1:-1]) == {"text"}
+    assert names[0] == "grounding"
+    assert names[-1] == "done"
+    assert set(names[1:-1]) == {"text"}
     assert "".join(data["text"] for name, data in ok if name == "text") == ok[-1][1]["answer"]
-    assert ok[-1][1]["status"] == "answered" and ok[-1][1]["citations_ok"] is True
+    assert ok[-1][1]["status"] == "answered"
+    assert ok[-1][1]["citations_ok"] is True
     assert [name for name, _ in rejected] == ["grounding", "done"]  # nothing shown
     assert rejected[-1][1]["status"] == "rejected"
     assert rejected[-1][1]["answer"] == ""

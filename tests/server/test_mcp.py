@@ -57,7 +57,9 @@ def structured(result: Any) -> Any:
 
 async def exercise(client: Client) -> dict[str, Any]:
     tools = sorted(tool.name for tool in (await client.list_tools()).tools)
-    search = structured(await client.call_tool("search_knowledge_base", {"query": "api key", "limit": 2}))
+    search = structured(
+        await client.call_tool("search_knowledge_base", {"query": "api key", "limit": 2})
+    )
     ground = structured(await client.call_tool("ground", {"query": "how do I rotate an API key"}))
     entry = structured(await client.call_tool("get_entry", {"entry_id": "security.api-keys"}))
     bad_limit = await client.call_tool("search_knowledge_base", {"query": "x", "limit": 0})
@@ -81,7 +83,8 @@ def check(found: dict[str, Any]) -> None:
     ]
     ground = found["ground"]
     assert "security.api-key-rotation" in ground["selected_ids"]
-    assert ground["citations"] and all(tag in ground["block"] for tag in ground["citations"])
+    assert ground["citations"]
+    assert all(tag in ground["block"] for tag in ground["citations"])
     assert found["entry"]["citation"] == "[KB:security.api-keys@2026-11-15]"
     messages = []
     for result in found["errors"]:
@@ -109,7 +112,9 @@ def test_stdio(tmp_path: Path) -> None:
 
 def test_stdio_acts_as_the_launching_hosts_principal(tmp_path: Path, access_kb: Path) -> None:
     async def search(client: Client) -> Any:
-        return structured(await client.call_tool("search_knowledge_base", {"query": "rotate keys", "limit": 10}))
+        return structured(
+            await client.call_tool("search_knowledge_base", {"query": "rotate keys", "limit": 10})
+        )
 
     def ids(*flags: str) -> set[str]:
         params = StdioServerParameters(

@@ -18,7 +18,9 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="needs Playwright (
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not Path(CHROMIUM).exists():
-    pytest.skip("needs Chromium at /usr/bin/chromium: apt-get install -y chromium", allow_module_level=True)
+    pytest.skip(
+        "needs Chromium at /usr/bin/chromium: apt-get install -y chromium", allow_module_level=True
+    )
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".ci" / "artifacts"
 ARGS = [
@@ -46,7 +48,9 @@ def page(browser: Any) -> Iterator[Any]:
     assert not errors, errors
 
 
-def ground_with_keyboard(page: Any, query: str, wait: str = "#results:not([hidden]):not([aria-busy])") -> None:
+def ground_with_keyboard(
+    page: Any, query: str, wait: str = "#results:not([hidden]):not([aria-busy])"
+) -> None:
     """Focus the query box with '/', type, press Enter, wait for ``wait`` (the outcome)."""
     page.evaluate("document.activeElement && document.activeElement.blur()")
     page.keyboard.press("/")

@@ -22,7 +22,9 @@ EXAMPLES = 25
 
 
 def _registry(access: Path) -> Registry:
-    return Registry([source_for(f"handbook={HANDBOOK}", 5_000), source_for(f"access={access}", 5_000)])
+    return Registry(
+        [source_for(f"handbook={HANDBOOK}", 5_000), source_for(f"access={access}", 5_000)]
+    )
 
 
 def _schema() -> dict[str, Any]:

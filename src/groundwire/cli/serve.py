@@ -16,6 +16,7 @@ from groundwire.cli.options import GroupOpt, SubjectOpt, TenantOpt
 from groundwire.cli.output import echo_line, quiet_library_warnings
 from groundwire.config import (
     SERVER_CALLS,
+    SERVER_GROUND_TIMEOUT_MS,
     SERVER_HOST,
     SERVER_PORT,
     SERVER_RATE_BURST,
@@ -120,6 +121,38 @@ def serve(
     and the server listens on loopback only. Stops gracefully on Ctrl-C / SIGTERM.
     Access logs (JSON lines) go to stderr. Needs the [server] extra.
     """
+    registry = _registry(kb, SERVER_GROUND_TIMEOUT_MS)  # the knowledge's errors come first
+    try:
+        _serve(registry, host, port, keys, no_auth, principal_of(tenant, subject, group or ()),
+               _provider_factory(provider, model, base_url),
+               ServerSettings(host=host, port=port, rate_per_second=rate, rate_burst=burst,
+                              request_timeout_s=timeout, log_queries=log_queries))  # fmt: skip
+    finally:
+        registry.close()
+
+
+def _provider_factory(provider: str | None, model: str | None, base_url: str | None) -> Any:
+    """Makes the provider of /v1/ask (None without --provider); bad flags fail now."""
+    if provider is None:
+        return None
+    _ask_provider(provider, model, base_url).close()
+
+    def factory() -> Any:
+        return _ask_provider(provider, model, base_url)
+
+    return factory
+
+
+def _serve(
+    registry: Any,
+    host: str,
+    port: int,
+    keys: Path | None,
+    no_auth: bool,
+    principal: Any,
+    factory: Any,
+    settings: ServerSettings,
+) -> None:
     from groundwire.server import KeyRing, ServerState, create_app, is_loopback, local_grant
     from groundwire.server import serve as run_server
 
@@ -134,30 +167,13 @@ def serve(
             "(use 127.0.0.1, or --keys FILE to serve a network)",
             param_hint="'--host'",
         )
-    principal = principal_of(tenant, subject, group or ())
     if principal is not None and not no_auth:
         raise typer.BadParameter(
             "with --keys each key names its principal; --tenant/--subject/--group are "
             "for --no-auth only",
             param_hint="'--tenant'",
         )
-    settings = ServerSettings(
-        host=host,
-        port=port,
-        rate_per_second=rate,
-        rate_burst=burst,
-        request_timeout_s=timeout,
-        log_queries=log_queries,
-    )
     ring = None if keys is None else KeyRing.load(keys)
-    factory = None
-    if provider is not None:
-        _ask_provider(provider, model, base_url).close()  # bad flags fail now, not per request
-
-        def factory() -> Any:
-            return _ask_provider(provider, model, base_url)
-
-    registry = _registry(kb, settings.ground_timeout_ms)
     state = ServerState(registry, settings, ring, local_grant(principal), factory)
     echo_line(
         "info",
@@ -183,10 +199,10 @@ def mcp(
     from groundwire.server import ServerState, local_grant
     from groundwire.server.mcp_server import build_mcp
 
-    principal = principal_of(tenant, subject, group or ())
-    registry = _registry(kb, ServerSettings().ground_timeout_ms)
-    state = ServerState(registry, ServerSettings(), None, local_grant(principal))
+    registry = _registry(kb, SERVER_GROUND_TIMEOUT_MS)
     try:
+        principal = principal_of(tenant, subject, group or ())
+        state = ServerState(registry, ServerSettings(), None, local_grant(principal))
         build_mcp(state).run("stdio")
     finally:
         registry.close()

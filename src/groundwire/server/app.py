@@ -12,7 +12,7 @@ import contextlib
 import ipaddress
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from importlib.resources import files
 from typing import Any
 
@@ -117,8 +117,21 @@ def _access_logging() -> None:
 
 
 def serve(app: ASGIApp, state: ServerState, **uvicorn_options: Any) -> None:
-    """Run ``app`` under uvicorn until SIGINT/SIGTERM; requests in flight may finish."""
+    """Run ``app`` under uvicorn until SIGINT/SIGTERM; requests in flight may finish.
+
+    A signal is a request to stop, answered by a graceful shutdown and a normal return
+    (uvicorn would raise the signal again afterwards: a KeyboardInterrupt for Ctrl-C).
+    """
     import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self._captured_signals.clear()  # stopped as asked: nothing to re-raise
 
     _access_logging()
     settings = state.settings
@@ -132,4 +145,4 @@ def serve(app: ASGIApp, state: ServerState, **uvicorn_options: Any) -> None:
         server_header=False,
         **uvicorn_options,
     )
-    uvicorn.Server(config).run()
+    Server(config).run()

@@ -86,7 +86,7 @@ class ProblemDocument(BaseModel):
     instance: str | None = None
 
 
-class Problem(Exception):
+class Problem(Exception):  # noqa: N818 - it is an answer (a problem document), not a bug
     """An error to answer with a problem document (raised anywhere in a request)."""
 
     def __init__(

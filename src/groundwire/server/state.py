@@ -16,8 +16,8 @@ from starlette.requests import Request
 
 from groundwire.config import ServerSettings
 from groundwire.server.auth import Grant, KeyRing, local_grant
-from groundwire.server.problems import Problem
 from groundwire.server.limits import TokenBuckets, check_text
+from groundwire.server.problems import Problem
 from groundwire.server.registry import Registry, Served
 from groundwire.server.telemetry import Telemetry, note
 

@@ -49,7 +49,9 @@ def _event(name: str, data: dict[str, Any]) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _knowledge(served: Served, question: str, principal: Principal | None, provider: Any) -> Iterator[str]:
+def _knowledge(
+    served: Served, question: str, principal: Principal | None, provider: Any
+) -> Iterator[str]:
     engine = served.opened.engine
     assert engine is not None
     outcome = engine.ground(question, principal=principal)
@@ -81,10 +83,10 @@ def _knowledge(served: Served, question: str, principal: Principal | None, provi
     yield _event("done", {"kb": served.name, "snapshot": served.snapshot, **answer})
 
 
-def _documents(served: Served, question: str, principal: Principal | None, provider: Any) -> Iterator[str]:
-    assistant = GroundedAssistant(
-        served.kb, provider, on_rejection="return", principal=principal
-    )
+def _documents(
+    served: Served, question: str, principal: Principal | None, provider: Any
+) -> Iterator[str]:
+    assistant = GroundedAssistant(served.kb, provider, on_rejection="return", principal=principal)
     yield _event(
         "grounding",
         {"kb": served.name, "snapshot": served.snapshot, "kind": "documents",

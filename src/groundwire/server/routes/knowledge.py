@@ -129,7 +129,7 @@ def search_hits(served: Served, body: SearchRequest, principal: Principal | None
         opened = served.opened
         assert opened.vectors is not None
         view = reader.knowledge_base
-        hits, report = search_channels(
+        fused, report = search_channels(
             view,
             body.query,
             body.limit,
@@ -138,7 +138,7 @@ def search_hits(served: Served, body: SearchRequest, principal: Principal | None
             embedder=opened.embedder,
             mask=view.eligibility(scope, blocked),
         )
-        data = channel_hits_json(view, hits, report)
+        data = channel_hits_json(view, fused, report)
         for row in data["hits"]:
             entry = view.get(row["id"])
             row["title"] = entry.title if entry is not None else ""
@@ -175,7 +175,10 @@ def _gate(request: Request, call: str, kb: str | None, query: str | None) -> tup
     name = state.resolve(grant, call, kb)
     if query is not None:
         state.check_text("query", query)
-    record(request, grant, kb=name, **({} if query is None else {"query": query}))
+    if query is None:
+        record(request, grant, kb=name)
+    else:
+        record(request, grant, kb=name, query=query)
     return grant, name
 
 
