@@ -1405,6 +1405,9 @@ SERVER_RATE_BURST: Final = 40
 #: Longest a request may take before it is answered 503 (grounding itself is bounded by
 #: DEFAULT_TIMEOUT_MS; this bounds everything else, a slow model included before streaming).
 SERVER_REQUEST_TIMEOUT_S: Final = 30.0
+#: Worker threads grounding at once: turns are CPU-bound Python, so more threads than
+#: cores only contend for the GIL; 4 keeps two cores busy while one thread waits.
+SERVER_WORKERS: Final = 4
 #: How long a stopping server lets requests in flight finish before it closes connections.
 SERVER_SHUTDOWN_GRACE_S: Final = 10.0
 #: Grounding time budget of a served turn: several turns share two cores under load, so a

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from groundwire.config import SERVER_WORKERS
 from groundwire.server.problems import Problem, problem_response
 
 __all__ = ["BodyLimit", "TokenBuckets", "check_text", "within_deadline"]
@@ -141,10 +142,28 @@ def check_text(field: str, text: str, limit: int) -> None:
         )
 
 
+_workers: anyio.CapacityLimiter | None = None
+
+
+def _limiter(workers: int) -> anyio.CapacityLimiter:
+    """One limiter per process (made in the event loop that first needs it)."""
+    global _workers
+    if _workers is None:
+        _workers = anyio.CapacityLimiter(workers)
+    return _workers
+
+
 async def within_deadline(seconds: float, work: Callable[..., T], *args: Any) -> T:
-    """``work(*args)`` in a worker thread; a 503 problem when it takes over ``seconds``."""
+    """``work(*args)`` in a worker thread; a 503 problem when it takes over ``seconds``.
+
+    At most ``SERVER_WORKERS`` run at once: the work is CPU-bound Python, so more threads
+    only contend for the GIL (measured: benchmarks/bench_server.py); the rest wait their
+    turn, still within their deadline.
+    """
     with anyio.move_on_after(seconds) as scope:
-        return await anyio.to_thread.run_sync(work, *args, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(
+            work, *args, abandon_on_cancel=True, limiter=_limiter(SERVER_WORKERS)
+        )
     assert scope.cancelled_caught
     raise Problem(
         503,
