@@ -1428,6 +1428,10 @@ SERVER_CALLS: Final = (
     "mcp",
 )
 
+#: What ``groundwire keygen`` grants when no ``--allow`` is given: what an agent needs to
+#: read knowledge, nothing that operates the server (reload, metrics) or calls a model.
+SERVER_KEYGEN_ALLOW: Final = ("ground", "search", "entries", "mcp")
+
 
 @dataclass(frozen=True, slots=True)
 class ServerSettings:

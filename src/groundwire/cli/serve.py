@@ -18,6 +18,7 @@ from groundwire.config import (
     SERVER_CALLS,
     SERVER_GROUND_TIMEOUT_MS,
     SERVER_HOST,
+    SERVER_KEYGEN_ALLOW,
     SERVER_PORT,
     SERVER_RATE_BURST,
     SERVER_RATE_PER_SECOND,
@@ -223,7 +224,8 @@ def keygen(
         typer.Option(
             "--allow",
             metavar="CALL",
-            help=f"A call the key may make (repeatable): {', '.join(SERVER_CALLS)}, or '*'.",
+            help=f"A call the key may make (repeatable): {', '.join(SERVER_CALLS)}, or '*' "
+            f"[default: {', '.join(SERVER_KEYGEN_ALLOW)}].",
             show_default=False,
         ),
     ] = None,
@@ -242,7 +244,7 @@ def keygen(
         "tenant": tenant,
         "subject": subject,
         "groups": list(group or ()),
-        "allow": list(allow or ("ground", "search", "entries", "mcp")),
+        "allow": list(allow or SERVER_KEYGEN_ALLOW),
     }
     try:
         KeyRing.from_items([item], "--id/--tenant/--subject/--group/--allow")
