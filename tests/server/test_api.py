@@ -75,6 +75,14 @@ def test_search_ranks_with_breakdowns(live: Live) -> None:
     assert data["hits"][0]["title"] == "API keys"
     scores = [hit["score"] for hit in data["hits"]]
     assert scores == sorted(scores, reverse=True)
+    assert data["hits"][0]["breakdown"]["title"] > 0
+    with live.client(ADMIN) as client:
+        quick = client.post("/v1/search", json={"query": "api key", "limit": 3, "explain": False})
+    hits = quick.json()["hits"]
+    assert [(hit["id"], hit["score"]) for hit in hits] == [
+        (hit["id"], hit["score"]) for hit in data["hits"]
+    ]
+    assert all(hit["breakdown"] == {} for hit in hits)
 
 
 def test_dense_mode_without_vectors_is_a_clear_409(live: Live) -> None:

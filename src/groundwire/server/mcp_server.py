@@ -106,18 +106,19 @@ def build_mcp(state: ServerState) -> MCPServer:
         limit: int = 5,
         integrations: list[str] | None = None,
         kb: str | None = None,
+        explain: bool = False,
     ) -> dict[str, Any]:
-        """Rank the knowledge base's entries for a query: id, title, score and breakdown.
+        """Rank the knowledge base's entries for a query: id, title and score.
 
         limit: how many hits (1-100). integrations: only consider entries of these
         integrations (entries that apply everywhere always count). kb: which knowledge
-        base (default: the first).
+        base (default: the first). explain: add each hit's per-field score breakdown.
         """
         grant = _grant(state, ctx)
         _text(state, "query", query)
         if not 1 <= limit <= SERVER_MAX_LIMIT:
             raise ToolError(f"limit must be 1 to {SERVER_MAX_LIMIT}, got {limit}")
-        body = SearchRequest(kb=None, query=query, limit=limit, integrations=integrations)
+        body = SearchRequest(query=query, limit=limit, integrations=integrations, explain=explain)
         return await _run(  # type: ignore[no-any-return]
             state, grant, kb, "search", lambda served: search_hits(served, body, grant.principal)
         )

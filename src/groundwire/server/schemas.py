@@ -80,6 +80,10 @@ class SearchRequest(_Query):
     integrations: list[str] | None = Field(default=None, max_length=64)
     blocked_domains: list[str] = Field(default_factory=list, max_length=64)
     mode: Literal["lexical", "dense", "hybrid"] = "lexical"
+    explain: bool = Field(
+        default=True,
+        description="Each hit's per-field breakdown (lexical mode); false skips computing it.",
+    )
 
 
 class EvidenceRequest(_Query):
