@@ -68,10 +68,11 @@ def make_server(access_kb: Path, docs_dir: Path) -> Iterator[Callable[..., Any]]
         auth: bool = True,
         provider: Any = None,
         specs: list[str] | None = None,
+        embedder: Any = None,
         **app_options: Any,
     ) -> Any:
         chosen = specs or [f"handbook={HANDBOOK}", f"access={access_kb}", f"docs={docs_dir}"]
-        registry = Registry([source_for(spec, 5_000) for spec in chosen])
+        registry = Registry([source_for(spec, 5_000, embedder) for spec in chosen])
         registry.open_all()
         state = ServerState(
             registry,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from server_helpers import ACME_BOT, ACME_HR, ADMIN, OTHER_KB, SEARCH_ONLY, Live, bearer
 
+from groundwire import create_embedder
 from groundwire.config import ServerSettings
 
 PROBLEM = "application/problem+json"
@@ -93,6 +94,26 @@ def test_dense_mode_without_vectors_is_a_clear_409(live: Live) -> None:
         problem(
             client.post("/v1/ground", json={"query": "x", "mode": "dense"}), 409, "mode-unavailable"
         )
+
+
+def test_dense_and_hybrid_modes_with_served_vectors(make_server: Callable[..., Live]) -> None:
+    live = make_server(embedder=create_embedder("hashing"))
+    with live.client(ADMIN) as client:
+        hybrid = client.post("/v1/search", json={"query": "rotate an api key", "mode": "hybrid"})
+        dense = client.post("/v1/ground", json={"query": "rotate an api key", "mode": "dense",
+                                                "explain": True})  # fmt: skip
+        labeled = client.post(
+            "/v1/search", json={"kb": "access", "query": "rotate keys", "mode": "dense"}
+        )
+    assert hybrid.status_code == 200, hybrid.text
+    hits = hybrid.json()["hits"]
+    assert hits
+    assert {"lexical", "dense"} <= set(hits[0]["channels"])
+    assert hybrid.json()["retrieval"]["mode"] == "hybrid"
+    assert dense.status_code == 200, dense.text
+    assert dense.json()["explain"]["channels"] is not None
+    # dense search of a labeled knowledge base sees only the key's principal's entries
+    assert {hit["id"] for hit in labeled.json()["hits"]} <= {"acme.keys", "shared.keys"}
 
 
 def test_documents_ground_and_evidence(live: Live) -> None:

@@ -14,6 +14,7 @@ from groundwire.cli.ask import _ask_provider
 from groundwire.cli.inputs import principal_of
 from groundwire.cli.options import GroupOpt, SubjectOpt, TenantOpt
 from groundwire.cli.output import echo_line, quiet_library_warnings
+from groundwire.cli.vectors import AllowRemoteOpt, CacheOpt, cached_embedder
 from groundwire.config import (
     SERVER_CALLS,
     SERVER_GROUND_TIMEOUT_MS,
@@ -38,12 +39,32 @@ SourcesArg = Annotated[
 ]
 
 
-def _registry(specs: list[str], timeout_ms: int) -> Any:
+EmbedderOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--embedder",
+        metavar="MODEL",
+        help="Serve vectors too (mode dense and hybrid): all-MiniLM-L6-v2 (local), hashing, "
+        "a model folder, or openai:NAME / ollama:NAME (needs --allow-remote). Without it, "
+        "requests for those modes get 409.",
+        show_default=False,
+    ),
+]
+
+
+def _registry(
+    specs: list[str],
+    timeout_ms: int,
+    embedder: str | None = None,
+    cache: Path | None = None,
+    allow_remote: bool = False,
+) -> Any:
     """The opened registry of ``specs``; usage errors for bad names, data errors as raised."""
     from groundwire.server import Registry, source_for
 
+    embed = None if embedder is None else cached_embedder(embedder, cache, allow_remote)
     try:
-        sources = [source_for(spec, timeout_ms) for spec in specs]
+        sources = [source_for(spec, timeout_ms, embed) for spec in specs]
         registry = Registry(sources)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="'KB...'") from exc
@@ -113,6 +134,9 @@ def serve(
         bool,
         typer.Option("--log-queries", help="Write query text into the access log (off: never)."),
     ] = False,
+    embedder: EmbedderOpt = None,
+    cache: CacheOpt = None,
+    allow_remote: AllowRemoteOpt = False,
 ) -> None:
     """Serve KB... over HTTP: the /v1 API, MCP at /mcp and the web playground at /.
 
@@ -122,7 +146,8 @@ def serve(
     and the server listens on loopback only. Stops gracefully on Ctrl-C / SIGTERM.
     Access logs (JSON lines) go to stderr. Needs the [server] extra.
     """
-    registry = _registry(kb, SERVER_GROUND_TIMEOUT_MS)  # the knowledge's errors come first
+    # The knowledge's errors come first, as for every command.
+    registry = _registry(kb, SERVER_GROUND_TIMEOUT_MS, embedder, cache, allow_remote)
     try:
         _serve(registry, host, port, keys, no_auth, principal_of(tenant, subject, group or ()),
                _provider_factory(provider, model, base_url),

@@ -10,11 +10,13 @@ edited sources. A source set with validation errors is never installed: opening 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 from groundwire import (
     ChunkingConfig,
+    Embedder,
     GroundingConfig,
     GroundingEngine,
     KnowledgeBase,
@@ -25,6 +27,7 @@ from groundwire import (
     load_sources,
 )
 from groundwire.cli.inputs import chunk_all, is_documents
+from groundwire.cli.vectors import vectors_for
 from groundwire.config import chunk_settings
 from groundwire.server.registry import Opened, Source
 
@@ -53,16 +56,19 @@ def parse_source(spec: str) -> tuple[str, Path]:
     return name, path
 
 
-def open_path(path: Path, timeout_ms: int) -> Opened:
+def open_path(path: Path, timeout_ms: int, embedder: Embedder | None = None) -> Opened:
     """Open ``path`` once: an engine for entries, an index of chunks for documents.
 
-    Raises SourceError (missing or unreadable path), ValidationFailedError (the sources
-    have errors) or KnowledgeIndexError (a damaged snapshot).
+    With ``embedder``, the vectors of the snapshot (saved beside it when they match,
+    else embedded now, through the embedding cache) are served too: ``mode`` dense and
+    hybrid. Raises SourceError (missing or unreadable path), ValidationFailedError (the
+    sources have errors) or KnowledgeIndexError (a damaged snapshot).
     """
     if not path.exists():
         raise SourceError(f"{path}: no such file or folder")
     if is_documents(path):
-        return _open_documents(path)
+        opened = _open_documents(path)
+        return _with_vectors(opened, path, embedder)
     config = GroundingConfig(
         sources=() if KnowledgeBase.is_snapshot(path) else load_sources(path),
         timeout_ms=timeout_ms,
@@ -82,7 +88,19 @@ def open_path(path: Path, timeout_ms: int) -> Opened:
         if errors:
             raise ValidationFailedError(errors)
         raise SourceError(f"{path}: not served, {detail}")
-    return Opened(kb, "knowledge", engine, issues=tuple(status.validation_issues))
+    opened = Opened(kb, "knowledge", engine, issues=tuple(status.validation_issues))
+    try:
+        return _with_vectors(opened, path, embedder)
+    except BaseException:
+        engine.close()
+        raise
+
+
+def _with_vectors(opened: Opened, path: Path, embedder: Embedder | None) -> Opened:
+    if embedder is None:
+        return opened
+    vectors = vectors_for(opened.kb, path, embedder)
+    return dataclasses.replace(opened, vectors=vectors, embedder=embedder)
 
 
 def _open_documents(path: Path) -> Opened:
@@ -100,7 +118,7 @@ def _open_documents(path: Path) -> Opened:
     return Opened(kb, "documents", files=files, chunks=len(chunks), skipped=tuple(skipped))
 
 
-def source_for(spec: str, timeout_ms: int) -> Source:
+def source_for(spec: str, timeout_ms: int, embedder: Embedder | None = None) -> Source:
     """The :class:`Source` of one ``NAME=PATH`` argument (opened later, by the registry)."""
     name, path = parse_source(spec)
-    return Source(name, str(path), lambda: open_path(path, timeout_ms))
+    return Source(name, str(path), lambda: open_path(path, timeout_ms, embedder))
