@@ -1428,6 +1428,9 @@ SERVER_CALLS: Final = (
     "mcp",
 )
 
+#: The agent whose memory /v1/memory serves (MemoryScope.agent): one server, one agent
+#: unless --memory-agent names another.
+SERVER_MEMORY_AGENT: Final = "groundwire"
 #: What ``groundwire keygen`` grants when no ``--allow`` is given: what an agent needs to
 #: read knowledge, nothing that operates the server (reload, metrics) or calls a model.
 SERVER_KEYGEN_ALLOW: Final = ("ground", "search", "entries", "mcp")
@@ -1453,9 +1456,14 @@ class ServerSettings:
     shutdown_grace_s: float = SERVER_SHUTDOWN_GRACE_S
     ground_timeout_ms: int = SERVER_GROUND_TIMEOUT_MS
     log_queries: bool = False
+    memory_agent: str = SERVER_MEMORY_AGENT
 
     def __post_init__(self) -> None:
         _require(isinstance(self.host, str) and bool(self.host), "host", self.host, "a host name")
+        _require(
+            isinstance(self.memory_agent, str) and bool(self.memory_agent.strip()),
+            "memory_agent", self.memory_agent, "an agent name",
+        )  # fmt: skip
         port_ok = isinstance(self.port, int) and not isinstance(self.port, bool)
         _require(port_ok and 0 <= self.port <= 65_535, "port", self.port, "0 to 65535 (0: any)")
         for name in ("max_body_bytes", "max_query_chars", "max_turns", "max_limit", "rate_burst"):

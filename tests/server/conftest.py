@@ -31,6 +31,7 @@ ACCESS_SOURCE = helpers.ACCESS_SOURCE
 HANDBOOK = helpers.HANDBOOK
 Live = helpers.Live
 
+from groundwire import MemoryStore  # noqa: E402
 from groundwire.config import ServerSettings  # noqa: E402
 from groundwire.server import KeyRing, Registry, ServerState, source_for  # noqa: E402
 
@@ -69,6 +70,7 @@ def make_server(access_kb: Path, docs_dir: Path) -> Iterator[Callable[..., Any]]
         provider: Any = None,
         specs: list[str] | None = None,
         embedder: Any = None,
+        memory: Path | None = None,
         **app_options: Any,
     ) -> Any:
         chosen = specs or [f"handbook={HANDBOOK}", f"access={access_kb}", f"docs={docs_dir}"]
@@ -79,6 +81,7 @@ def make_server(access_kb: Path, docs_dir: Path) -> Iterator[Callable[..., Any]]
             settings or ServerSettings(port=0),
             keys=KeyRing.from_items(helpers.keys_items()) if auth else None,
             provider=provider,
+            memory=None if memory is None else MemoryStore(memory),
         )
         live = helpers.start(state, **app_options)
         running.append(live)

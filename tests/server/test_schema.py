@@ -13,7 +13,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from server_helpers import ACCESS_SOURCE, ADMIN, HANDBOOK, Live, bearer, keys_items, start
 
-from groundwire import create_provider
+from groundwire import MemoryStore, create_provider
 from groundwire.config import ServerSettings
 from groundwire.server import KeyRing, Registry, ServerState, create_app, source_for
 
@@ -46,6 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         registry,
         ServerSettings(port=0, rate_per_second=0),  # every example reaches its handler
         keys=KeyRing.from_items(keys_items()),
+        memory=MemoryStore(access.with_name("agent.db")),
     )
     model = fake_servers.FakeLLMServer()  # /v1/ask answers from a loopback model
     model.openai.default = fake_servers.Reply(text="Rotate keys monthly.")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from groundwire import ConfigError
+from groundwire import ConfigError, MemoryStore
 from groundwire.cli.app import app
 from groundwire.cli.ask import _ask_provider
 from groundwire.cli.inputs import principal_of
@@ -20,6 +20,7 @@ from groundwire.config import (
     SERVER_GROUND_TIMEOUT_MS,
     SERVER_HOST,
     SERVER_KEYGEN_ALLOW,
+    SERVER_MEMORY_AGENT,
     SERVER_PORT,
     SERVER_RATE_BURST,
     SERVER_RATE_PER_SECOND,
@@ -137,6 +138,20 @@ def serve(
     embedder: EmbedderOpt = None,
     cache: CacheOpt = None,
     allow_remote: AllowRemoteOpt = False,
+    memory: Annotated[
+        Path | None,
+        typer.Option(
+            "--memory",
+            metavar="STORE",
+            help="Serve this agent memory store (SQLite) at /v1/memory; each key reads and "
+            "writes its own principal's memories.",
+            show_default=False,
+        ),
+    ] = None,
+    memory_agent: Annotated[
+        str,
+        typer.Option("--memory-agent", metavar="NAME", help="The agent whose memory is served."),
+    ] = SERVER_MEMORY_AGENT,
 ) -> None:
     """Serve KB... over HTTP: the /v1 API, MCP at /mcp and the web playground at /.
 
@@ -152,7 +167,9 @@ def serve(
         _serve(registry, host, port, keys, no_auth, principal_of(tenant, subject, group or ()),
                _provider_factory(provider, model, base_url),
                ServerSettings(host=host, port=port, rate_per_second=rate, rate_burst=burst,
-                              request_timeout_s=timeout, log_queries=log_queries))  # fmt: skip
+                              request_timeout_s=timeout, log_queries=log_queries,
+                              memory_agent=memory_agent),
+               memory)  # fmt: skip
     finally:
         registry.close()
 
@@ -178,6 +195,7 @@ def _serve(
     principal: Any,
     factory: Any,
     settings: ServerSettings,
+    memory: Path | None,
 ) -> None:
     from groundwire.server import KeyRing, ServerState, create_app, is_loopback, local_grant
     from groundwire.server import serve as run_server
@@ -200,7 +218,8 @@ def _serve(
             param_hint="'--tenant'",
         )
     ring = None if keys is None else KeyRing.load(keys)
-    state = ServerState(registry, settings, ring, local_grant(principal), factory)
+    store = None if memory is None else MemoryStore(memory)
+    state = ServerState(registry, settings, ring, local_grant(principal), factory, store)
     echo_line(
         "info",
         f"serving {', '.join(registry.names)} on http://{host}:{port}/ "

@@ -25,7 +25,7 @@ import groundwire
 from groundwire.server.limits import BodyLimit
 from groundwire.server.mcp_server import McpGate, build_mcp
 from groundwire.server.problems import install_handlers
-from groundwire.server.routes import ask, knowledge, ops
+from groundwire.server.routes import ask, knowledge, memory, ops
 from groundwire.server.state import ServerState
 from groundwire.server.telemetry import AccessLog
 
@@ -67,6 +67,8 @@ def create_app(state: ServerState, *, mcp: bool = True) -> FastAPI:
                 yield
         finally:
             state.registry.close()
+            if state.memory is not None:
+                state.memory.close()
 
     app = FastAPI(
         title="groundwire",
@@ -80,6 +82,7 @@ def create_app(state: ServerState, *, mcp: bool = True) -> FastAPI:
     install_handlers(app)
     app.include_router(knowledge.router)
     app.include_router(ask.router)
+    app.include_router(memory.router)
     app.include_router(ops.router)
     app.include_router(ops.health)
     if mcp_app is not None:

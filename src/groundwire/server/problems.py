@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from groundwire import (
     ConfigError,
@@ -177,6 +178,16 @@ def library_problem(exc: GroundwireError) -> Problem:
     return Problem(500, "data-error", str(exc), title="Knowledge error")
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (routes of one path may be several)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches({**request.scope, "method": "*"})
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
 def install_handlers(app: FastAPI) -> None:
     """Answer every error of ``app`` with a problem document."""
 
@@ -196,9 +207,14 @@ def install_handlers(app: FastAPI) -> None:
             detail = f"{detail.rstrip('.')}: send a UTF-8 JSON object as the body"
         elif status == 404:
             detail = f"no route {request.url.path}; see /docs for the API"
-        elif status == 405:
-            detail = f"{request.method} is not allowed on {request.url.path}"
-        problem = Problem(status, _SLUGS.get(status, "http-error"), detail, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if status == 405:
+            allowed = _allowed_methods(request)
+            detail = (
+                f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}"
+            )
+            headers["Allow"] = ", ".join(allowed)
+        problem = Problem(status, _SLUGS.get(status, "http-error"), detail, headers=headers)
         return problem_response(problem, request.url.path)
 
     async def on_library(request: Request, exc: Exception) -> JSONResponse:

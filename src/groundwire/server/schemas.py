@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from groundwire.config import SERVER_MAX_LIMIT, SERVER_MAX_TURNS
 
@@ -68,7 +68,7 @@ class GroundRequest(_Query):
     mode: Literal["lexical", "dense", "hybrid"] = Field(
         default="lexical", description="Ranking channels (dense, hybrid: the server's vectors)."
     )
-    explain: bool = Field(
+    explain: StrictBool = Field(
         default=False, description="Add breakdowns, context assembly and channels."
     )
 
@@ -80,7 +80,7 @@ class SearchRequest(_Query):
     integrations: list[str] | None = Field(default=None, max_length=64)
     blocked_domains: list[str] = Field(default_factory=list, max_length=64)
     mode: Literal["lexical", "dense", "hybrid"] = "lexical"
-    explain: bool = Field(
+    explain: StrictBool = Field(
         default=True,
         description="Each hit's per-field breakdown (lexical mode); false skips computing it.",
     )

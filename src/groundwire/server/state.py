@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from groundwire import MemoryStore
 from groundwire.config import ServerSettings
 from groundwire.server.auth import Grant, KeyRing, local_grant
 from groundwire.server.limits import TokenBuckets, check_text
@@ -29,13 +30,15 @@ ProviderFactory = Callable[[], Any]
 
 @dataclass(eq=False)
 class ServerState:
-    """One app's shared state. ``keys`` None is ``--no-auth`` (``local`` is then the grant)."""
+    """One app's shared state. ``keys`` None is ``--no-auth`` (``local`` is then the grant);
+    ``memory`` is the agent memory store of ``/v1/memory`` (None: not served)."""
 
     registry: Registry
     settings: ServerSettings = field(default_factory=ServerSettings)
     keys: KeyRing | None = None
     local: Grant = field(default_factory=local_grant)
     provider: ProviderFactory | None = None
+    memory: MemoryStore | None = None
     telemetry: Telemetry = field(init=False)
     buckets: TokenBuckets = field(init=False)
 
