@@ -41,8 +41,8 @@ ISSUE_KEYS = {"severity", "code", "message", "source_id", "entry_id", "field", "
 BREAKDOWN_KEYS = {"title", "aliases", "keywords", "summary", "body", "exact", "alias"}
 COMMANDS = sorted(get_command(app).commands)  # type: ignore[attr-defined]
 #: Commands that take a knowledge base (``memory`` takes a store: tests/cli/test_memory_cli.py;
-#: ``keygen`` makes an API key: tests/server/test_cli.py).
-KB_COMMANDS = [name for name in COMMANDS if name not in ("memory", "sync", "keygen")]  # sync: CONFIG
+#: ``sync`` a CONFIG; ``keygen`` makes an API key: tests/server/test_cli.py).
+KB_COMMANDS = [name for name in COMMANDS if name not in ("memory", "sync", "keygen")]
 
 runner = CliRunner()
 
