@@ -113,27 +113,25 @@ def _missing(memory_id: str) -> Problem:
     )
 
 
+async def _by_id(request: Request, memory_id: str, work: Any) -> Any:
+    """``work(store, scope)`` for one memory id; 404 when it returns nothing (not visible)."""
+    state = state_of(request)
+    _, store, scope = _scope(request, state)
+    found = await within_deadline(state.settings.request_timeout_s, work, store, scope)
+    if not found:
+        raise _missing(memory_id)
+    return found
+
+
 @router.get("/{memory_id}", responses=_ERRORS)
 async def get(request: Request, memory_id: str = _MEMORY_ID) -> dict[str, Any]:
     """One memory this principal may see; 404 for any other id."""
-    state = state_of(request)
-    _, store, scope = _scope(request, state)
-    found = await within_deadline(
-        state.settings.request_timeout_s, lambda: store.get(scope, memory_id)
-    )
-    if found is None:
-        raise _missing(memory_id)
+    found = await _by_id(request, memory_id, lambda store, scope: store.get(scope, memory_id))
     return memory_json(found)
 
 
 @router.delete("/{memory_id}", responses=_ERRORS)
 async def forget(request: Request, memory_id: str = _MEMORY_ID) -> dict[str, Any]:
     """Forget a memory (text, hints, vectors and graph, in one transaction)."""
-    state = state_of(request)
-    _, store, scope = _scope(request, state)
-    gone = await within_deadline(
-        state.settings.request_timeout_s, lambda: store.forget(scope, memory_id)
-    )
-    if not gone:
-        raise _missing(memory_id)
+    await _by_id(request, memory_id, lambda store, scope: store.forget(scope, memory_id))
     return {"id": memory_id, "forgotten": True}
