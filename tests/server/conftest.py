@@ -78,7 +78,9 @@ def make_server(access_kb: Path, docs_dir: Path) -> Iterator[Callable[..., Any]]
         registry.open_all()
         state = ServerState(
             registry,
-            settings or ServerSettings(port=0),
+            # No rate limit unless a test sets one: a fast machine would trip the default
+            # bucket in tests that send many requests (the limit has its own tests).
+            settings or ServerSettings(port=0, rate_per_second=0),
             keys=KeyRing.from_items(helpers.keys_items()) if auth else None,
             provider=provider,
             memory=None if memory is None else MemoryStore(memory),

@@ -53,7 +53,9 @@ def test_reload_under_load_serves_each_response_from_one_snapshot(
         with live.client(ADMIN) as admin:
             for generation in range(2, RELOADS + 2):
                 write_source(source, f"g{generation}")
-                result = admin.post("/v1/reload", json={"kb": "ops"}).json()["results"][0]
+                answer = admin.post("/v1/reload", json={"kb": "ops"})
+                assert answer.status_code == 200, answer.text
+                result = answer.json()["results"][0]
                 assert result == {**result, "reloaded": True, "snapshot": f"ops@{generation}"}
                 version_of[generation] = f"g{generation}"
     finally:
