@@ -244,7 +244,7 @@ async def evidence(request: Request, body: EvidenceRequest) -> dict[str, Any]:
     return await _leased(state, name, run)
 
 
-@router.get("/entries/{entry_id}", response_model=EntryResponse, responses=_ERRORS)
+@router.get("/entries/{entry_id:path}", response_model=EntryResponse, responses=_ERRORS)
 async def entry(
     request: Request,
     entry_id: str,
