@@ -16,11 +16,13 @@ Usage::
 - **Size:** the database file plus its WAL after a checkpoint, in MiB and bytes/memory.
 - **Recall:** ``--queries`` queries of 2-5 words (one in three names an entity) over
   ``--rounds`` interleaved rounds, p50/p90/p99 per configuration: groundwire's default
-  recall (all stages, graph on, read-only: ``touch=False``), the same with access
-  bookkeeping (``touch=True``), lexical only (graph and shaping off), and as the floor,
-  SQLite FTS5 alone on the same file (``MATCH`` + ``ORDER BY bm25 LIMIT 10``). No vectors.
-  Target: groundwire default p50 <= 5 ms. Each call's CPU time (``thread_time``) is
-  reported beside the wall time: on a shared machine wall time includes waiting for a CPU.
+  recall (``store.recall(scope, q)``: all stages, graph on, and the access bookkeeping
+  the store does by default, ``touch=True``: one write transaction per recall), the same
+  read-only (``touch=False``), lexical only (graph and shaping off, read-only), and as the
+  floor, SQLite FTS5 alone on the same file (``MATCH`` + ``ORDER BY bm25 LIMIT 10``). No
+  vectors. Target: groundwire default p50 <= 5 ms. Each call's CPU time (``thread_time``)
+  is reported beside the wall time: on a shared machine wall time includes waiting for a
+  CPU.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from groundwire import MemoryRecallConfig
 from groundwire.memory import MemoryScope, MemoryStore
 
 SCOPE = MemoryScope("bench", "agent")
+DEFAULT = "groundwire recall (default: touch=True)"
+READ_ONLY = "groundwire recall (read-only: touch=False)"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -185,11 +189,9 @@ def main() -> int:
                 ).fetchall()
 
             systems = {
-                "groundwire recall (default, touch=False)": lambda q: store.recall(
-                    SCOPE, q, touch=False
-                ),
-                "groundwire recall (default, touch=True)": lambda q: store.recall(SCOPE, q),
-                "groundwire recall (lexical only)": lambda q: store.recall(
+                DEFAULT: lambda q: store.recall(SCOPE, q),
+                READ_ONLY: lambda q: store.recall(SCOPE, q, touch=False),
+                "groundwire recall (lexical only, touch=False)": lambda q: store.recall(
                     SCOPE, q, config=lexical, touch=False
                 ),
                 "SQLite FTS5 alone (same file)": fts_alone,
@@ -235,16 +237,18 @@ def main() -> int:
             p50, p90, p99 = (percentile(values, q) for q in (50, 90, 99))
             cpu50, cpu99 = (percentile(cpu[(set_name, name)], q) for q in (50, 99))
             print(
-                f"  {name:<42} p50 {p50:6.2f}  p90 {p90:6.2f}  p99 {p99:6.2f}"
+                f"  {name:<46} p50 {p50:6.2f}  p90 {p90:6.2f}  p99 {p99:6.2f}"
                 f"  (p50 x{p50 / base:.1f} FTS5)  CPU p50 {cpu50:5.2f} p99 {cpu99:6.2f}"
             )
-    key = ("realistic", "groundwire recall (default, touch=False)")
-    p50, cpu50 = percentile(latencies[key], 50), percentile(cpu[key], 50)
-    verdict = "met" if p50 <= 5 else "NOT met"
-    print(
-        f"\ntarget p50 <= 5 ms without vectors (realistic queries): {verdict} ({p50:.2f} ms wall,"
-        f" {cpu50:.2f} ms CPU); graph deadline hit in {timed_out} recalls"
-    )
+    print()
+    for name in (DEFAULT, READ_ONLY):
+        p50, cpu50 = (percentile(d[("realistic", name)], 50) for d in (latencies, cpu))
+        verdict = "met" if p50 <= 5 else "NOT met"
+        print(
+            f"target p50 <= 5 ms without vectors (realistic queries), {name}: {verdict}"
+            f" ({p50:.2f} ms wall, {cpu50:.2f} ms CPU)"
+        )
+    print(f"graph deadline hit in {timed_out} recalls")
     print(
         f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
         " (wall times include waiting for a CPU; CPU time does not)"

@@ -11,8 +11,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from groundwire import MemoryRecallConfig
 from groundwire.memory import MemoryScope
 
+#: Every recall stage off: what is left is the fused channel score.
+BARE = MemoryRecallConfig(
+    facets=False,
+    gravity=False,
+    hub=False,
+    resolution=False,
+    freshness=False,
+    currentness=False,
+    importance=False,
+)
 ACME = MemoryScope("acme", "support-bot")
 GLOBEX = MemoryScope("globex", "support-bot")
 OTHER_AGENT = MemoryScope("acme", "sales-bot")

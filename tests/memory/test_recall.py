@@ -10,23 +10,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_helpers import ACME, DAY, GLOBEX, T0, Clock, WordEmbedder
+from memory_helpers import ACME, BARE, DAY, GLOBEX, T0, Clock, WordEmbedder
 
 from groundwire import ConfigError, MemoryRecallConfig, QueryError
 from groundwire.memory import MemoryAttribute, MemoryEntity, MemoryScope, MemoryStore
 from groundwire.memory.graph import visible_sql
 from groundwire.memory.shaping import has_freshness_words, percentile, split_facets
-
-#: Every stage off: what is left is the fused channel score.
-BARE = MemoryRecallConfig(
-    facets=False,
-    gravity=False,
-    hub=False,
-    resolution=False,
-    freshness=False,
-    currentness=False,
-    importance=False,
-)
 
 
 def recall(store: MemoryStore, query: str, cfg: MemoryRecallConfig = BARE, **kw: object):  # type: ignore[no-untyped-def]

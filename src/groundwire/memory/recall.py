@@ -435,9 +435,10 @@ def record(
 ) -> None:
     """Write a recall's bookkeeping (inside the caller's write transaction)."""
     if touch:
-        conn.executemany(
-            "UPDATE memories SET accessed_at = ?, access_count = access_count + 1 WHERE id = ?",
-            [(now, r.memory.id) for r in ranked],
+        conn.execute(
+            "UPDATE memories SET accessed_at = ?, access_count = access_count + 1"
+            " WHERE id IN (SELECT value FROM json_each(?))",
+            (now, json.dumps([r.memory.id for r in ranked])),
         )
     if session_id is None:
         return

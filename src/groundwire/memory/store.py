@@ -185,8 +185,12 @@ class MemoryStore:
         return self._conn
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction under the lock; rolled back whole on any error."""
+    def _write(self, *, bookkeeping: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the lock; rolled back whole on any error.
+
+        ``bookkeeping``: the transaction writes only what no derived cache reads (access
+        counts, session records), so it leaves the caches valid.
+        """
         with self._lock:
             conn = self._connection()
             try:
@@ -202,7 +206,8 @@ class MemoryStore:
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
-            self._writes += 1
+            if not bookkeeping:
+                self._writes += 1
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -488,7 +493,7 @@ class MemoryStore:
                 conn = self._connection()
                 conn.execute(f"PRAGMA busy_timeout = {_TRACK_BUSY_MS}")
                 try:
-                    with self._write() as conn:
+                    with self._write(bookkeeping=True) as conn:
                         _recall.record(conn, scope, session_id, ranked, chosen, now, touch)
                 finally:
                     conn.execute(f"PRAGMA busy_timeout = {int(MEMORY_STORE_BUSY_TIMEOUT_S * 1000)}")
