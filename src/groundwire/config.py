@@ -332,7 +332,9 @@ DEFAULT_FUSION: Final = "weighted"
 #: Score normalizations of weighted fusion: min-max over the union of the channels' lists,
 #: or theoretical min-max (the channel's lowest possible score to the observed best: BM25
 #: from 0, cosine from -1; Bruch et al. 2023).
-NORMALIZATIONS: Final[tuple[str, ...]] = ("minmax", "tmm")
+#: z-score and distribution-based (Qdrant's DBSF: mean +- 3 sd to [0, 1]) scale each
+#: channel by the mean and deviation of its own list.
+NORMALIZATIONS: Final[tuple[str, ...]] = ("minmax", "tmm", "zscore", "dbsf")
 DEFAULT_NORMALIZATION: Final = "minmax"
 #: RRF's k (Cormack et al. 2009): damps the head so one channel's first place cannot win alone.
 DEFAULT_RRF_K: Final = 60
@@ -609,7 +611,7 @@ class HybridSettings:
     dense_weight: float = DEFAULT_DENSE_WEIGHT
     phrase_weight: float = DEFAULT_PHRASE_WEIGHT
     channel_depth: int = DEFAULT_CHANNEL_DEPTH
-    normalization: Literal["minmax", "tmm"] = DEFAULT_NORMALIZATION
+    normalization: Literal["minmax", "tmm", "zscore", "dbsf"] = DEFAULT_NORMALIZATION
     reranker: Any = field(default=None, compare=False)
     rerank_top_n: int = DEFAULT_RERANK_TOP_N
     rerank_timeout_s: float = DEFAULT_RERANK_TIMEOUT_S

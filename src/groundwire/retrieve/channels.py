@@ -250,6 +250,27 @@ def _normalized(values: Values, floor: float | None = None) -> Values:
     return (values - low) / (high - low)
 
 
+def _standardized(values: Values, listed: Values, method: str) -> Values:
+    """``values`` scaled by the mean and deviation of the channel's own list ``listed``:
+    ``zscore`` (x - mean) / sd; ``dbsf`` (x - (mean - 3 sd)) / 6 sd clipped to [0, 1]. A
+    list without spread maps its score and above to 1, anything below to 0."""
+    mean, deviation = float(listed.mean()), float(listed.std())
+    if deviation == 0.0 or not np.isfinite(deviation):
+        return (values >= mean).astype(np.float64)
+    if method == "zscore":
+        return (values - mean) / deviation
+    return np.clip((values - (mean - 3.0 * deviation)) / (6.0 * deviation), 0.0, 1.0)
+
+
+def _channel_normalized(name: str, raw: Values, listed: Values, method: str) -> Values:
+    """One channel's scores over the union under ``method`` (see the module docstring)."""
+    if method == "minmax":
+        return _normalized(raw)
+    if method == "tmm" or name == "phrase":  # phrase boosts: a flag, scaled from 0
+        return _normalized(raw, FLOORS.get(name, 0.0))
+    return _standardized(raw, listed, method)
+
+
 def _hits(fused: _Fused, union: Positions, totals: Values, limit: int | None) -> list[FusedHit]:
     order = np.lexsort((union, -totals))  # fused score descending, then position
     if limit is not None:
@@ -296,8 +317,7 @@ def fuse(
             missing = np.flatnonzero(ranks == 0)
             if scorer is not None and missing.shape[0]:
                 raw[missing] = np.asarray(scorer(union[missing]), dtype=np.float64)
-            floor = FLOORS.get(channel.name, 0.0) if settings.normalization == "tmm" else None
-            norm = _normalized(raw, floor)
+            norm = _channel_normalized(channel.name, raw, channel.scores, settings.normalization)
             added = weight * norm
             fused.add(channel.name, ranks, raw, norm, added)
         totals += added  # channels in list order, as a per-hit running sum would add them
