@@ -333,8 +333,9 @@ DEFAULT_FUSION: Final = "weighted"
 #: or theoretical min-max (the channel's lowest possible score to the observed best: BM25
 #: from 0, cosine from -1; Bruch et al. 2023).
 #: z-score and distribution-based (Qdrant's DBSF: mean +- 3 sd to [0, 1]) scale each
-#: channel by the mean and deviation of its own list.
-NORMALIZATIONS: Final[tuple[str, ...]] = ("minmax", "tmm", "zscore", "dbsf")
+#: channel by the mean and deviation of its own list; list: min-max over the channel's own
+#: list, what it did not list 0 (Weaviate's relative score fusion).
+NORMALIZATIONS: Final[tuple[str, ...]] = ("minmax", "tmm", "zscore", "dbsf", "list")
 DEFAULT_NORMALIZATION: Final = "minmax"
 #: RRF's k (Cormack et al. 2009): damps the head so one channel's first place cannot win alone.
 DEFAULT_RRF_K: Final = 60
@@ -599,7 +600,9 @@ class HybridSettings:
     or ``"rrf"`` (sum of ``weight / (rrf_k + rank)``). ``dense_weight`` is the dense
     channel's weight, the lexical channel's ``1 - dense_weight``; ``phrase_weight`` that
     of id/title/alias matches. ``normalization`` (weighted fusion): ``"minmax"`` over the
-    union, or ``"tmm"`` (from the channel's theoretical minimum to the observed best).
+    union, ``"tmm"`` (from the channel's theoretical minimum to the observed best), or
+    ``"zscore"``/``"dbsf"`` (by the mean and deviation of the channel's own list) or
+    ``"list"`` (min-max over the channel's own list, what it did not list 0).
     ``channel_depth``: results each channel contributes. ``reranker`` (a
     :class:`~groundwire.retrieve.rerank.Reranker`, or None) reorders the fused top
     ``rerank_top_n`` within ``rerank_timeout_s``, else the fused order stays.
@@ -611,7 +614,7 @@ class HybridSettings:
     dense_weight: float = DEFAULT_DENSE_WEIGHT
     phrase_weight: float = DEFAULT_PHRASE_WEIGHT
     channel_depth: int = DEFAULT_CHANNEL_DEPTH
-    normalization: Literal["minmax", "tmm", "zscore", "dbsf"] = DEFAULT_NORMALIZATION
+    normalization: Literal["minmax", "tmm", "zscore", "dbsf", "list"] = DEFAULT_NORMALIZATION
     reranker: Any = field(default=None, compare=False)
     rerank_top_n: int = DEFAULT_RERANK_TOP_N
     rerank_timeout_s: float = DEFAULT_RERANK_TIMEOUT_S

@@ -294,3 +294,83 @@ def test_theoretical_min_max_normalizes_from_each_channel_s_floor() -> None:
     assert hits[2].score == pytest.approx(0.5 * 0.25 + 0.5 * 1.0)
     with pytest.raises(ConfigError, match="normalization='z' is invalid"):
         HybridSettings(normalization="z")  # type: ignore[arg-type]
+
+
+def test_zscore_and_dbsf_scale_by_each_channel_s_own_list() -> None:
+    from groundwire.retrieve.channels import ChannelList, fuse
+
+    lexical = ChannelList.of("lexical", (1, 2, 3), (9.0, 6.0, 3.0))  # mean 6, sd sqrt(6)
+    dense = ChannelList.of("dense", (4, 5), (0.8, 0.6))  # mean 0.7, sd 0.1
+    phrase = ChannelList.of("phrase", (5,), (2.0,))
+    scorers = {"lexical": lambda docs: [1.5] * len(docs), "dense": lambda docs: [0.1] * len(docs)}
+    sd = 6.0**0.5
+    z = {
+        hit.doc: hit
+        for hit in fuse(
+            [lexical, phrase, dense], HybridSettings(normalization="zscore"), scorers=scorers
+        )
+    }
+    assert z[1].channels["lexical"].normalized == pytest.approx(3.0 / sd)
+    assert z[4].channels["lexical"].normalized == pytest.approx(-4.5 / sd)  # completed: BM25 1.5
+    assert z[4].channels["dense"].normalized == pytest.approx(1.0)
+    assert z[1].channels["dense"].normalized == pytest.approx(
+        -6.0
+    )  # cosine 0.1, from the list's stats
+    assert z[5].channels["phrase"].normalized == 1.0  # a flag channel: scaled from 0
+    assert z[5].score == pytest.approx(0.5 * (-4.5 / sd) + 0.5 * -1.0 + 1.0)
+    d = {
+        hit.doc: hit
+        for hit in fuse([lexical, dense], HybridSettings(normalization="dbsf"), scorers=scorers)
+    }
+    assert d[1].channels["lexical"].normalized == pytest.approx((9.0 - (6.0 - 3 * sd)) / (6 * sd))
+    assert d[4].channels["lexical"].normalized == pytest.approx((1.5 - (6.0 - 3 * sd)) / (6 * sd))
+    assert d[4].channels["dense"].normalized == pytest.approx((0.8 - 0.4) / 0.6)
+    assert d[1].channels["dense"].normalized == 0.0  # 0.1 is below mean - 3 sd: clipped
+    listed = {
+        hit.doc: hit
+        for hit in fuse([lexical, dense], HybridSettings(normalization="list"), scorers=scorers)
+    }
+    assert listed[1].channels["lexical"].normalized == 1.0
+    assert listed[2].channels["lexical"].normalized == 0.5
+    assert listed[4].channels["lexical"].normalized == 0.0  # not listed: 0 (1.5 < list min 3)
+    assert listed[5].channels["dense"].normalized == 0.0  # the list's last
+    assert listed[5].score == listed[3].score == 0.0
+    single = ChannelList.of("dense", (4,), (0.3,))  # no spread: its score and above are 1
+    flat = {
+        hit.doc: hit
+        for hit in fuse([lexical, single], HybridSettings(normalization="dbsf"), scorers=scorers)
+    }
+    assert flat[4].channels["dense"].normalized == 1.0
+    assert flat[1].channels["dense"].normalized == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(0, 50, allow_nan=False), min_size=1, max_size=12),
+    st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=12),
+    st.sampled_from(["minmax", "tmm", "zscore", "dbsf", "list"]),
+    st.floats(0, 1),
+)
+def test_every_normalization_fuses_to_finite_deterministic_scores(
+    bm25: list[float], cosines: list[float], normalization: str, weight: float
+) -> None:
+    from groundwire.retrieve.channels import ChannelList, fuse
+
+    lexical = ChannelList.of("lexical", range(len(bm25)), sorted(bm25, reverse=True))
+    dense = ChannelList.of("dense", range(5, 5 + len(cosines)), sorted(cosines, reverse=True))
+    hybrid = HybridSettings(normalization=normalization, dense_weight=weight)  # type: ignore[arg-type]
+    scorers = {"lexical": lambda docs: [0.0] * len(docs), "dense": lambda docs: [-1.0] * len(docs)}
+    first = fuse([lexical, dense], hybrid, scorers=scorers)
+    again = fuse([lexical, dense], hybrid, scorers=scorers)
+    assert [(h.doc, h.score) for h in first] == [(h.doc, h.score) for h in again]
+    assert (
+        len({h.doc for h in first})
+        == len(first)
+        == len({*lexical.docs.tolist(), *dense.docs.tolist()})
+    )
+    assert all(np.isfinite(h.score) for h in first)
+    keys = [(-h.score, h.doc) for h in first]
+    assert keys == sorted(keys)  # best first, ties on position
+    if normalization != "zscore":
+        for hit in first:
+            assert all(-1e-12 <= part.normalized <= 1 + 1e-12 for part in hit.channels.values())

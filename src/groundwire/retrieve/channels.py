@@ -18,8 +18,13 @@ per-channel breakdown:
   the channels' lists. Every hit of the union gets every channel's score (BM25 and
   cosine are computed for hits the channel did not return; a phrase channel scores 0
   for entries no phrase names), and each channel's scores are min-max normalized over
-  the union (best 1, worst 0; all equal maps to 1). Chosen on CACM and the handbook,
-  where it beat RRF and list-only normalization (docs/HYBRID.md).
+  the union (best 1, worst 0; all equal maps to 1). Alternatives: ``tmm`` (from the
+  channel's lowest possible score), ``zscore`` and ``dbsf`` (Qdrant's distribution-based
+  fusion: mean +- 3 sd to [0, 1]), both by the mean and deviation of the channel's own
+  list, and ``list`` (min-max over the channel's own list, what it did not list 0: as
+  Weaviate's relative score fusion); the phrase channel, a flag, is always scaled from 0.
+  Min-max was chosen on CACM and the handbook over these and RRF
+  (``benchmarks/bench_fusion.py``, docs/HYBRID.md).
 
 Weights: the lexical channel ``1 - dense_weight``, the dense channel ``dense_weight``,
 the phrase channel ``phrase_weight``. Ties break on position (entry id, code point).
@@ -251,14 +256,18 @@ def _normalized(values: Values, floor: float | None = None) -> Values:
 
 
 def _standardized(values: Values, listed: Values, method: str) -> Values:
-    """``values`` scaled by the mean and deviation of the channel's own list ``listed``:
-    ``zscore`` (x - mean) / sd; ``dbsf`` (x - (mean - 3 sd)) / 6 sd clipped to [0, 1]. A
-    list without spread maps its score and above to 1, anything below to 0."""
+    """``values`` scaled by the channel's own list ``listed``: ``zscore`` (x - mean) / sd;
+    ``dbsf`` (x - (mean - 3 sd)) / 6 sd clipped to [0, 1]; ``list`` min-max over the list,
+    clipped (what it did not list scores 0). A list without spread maps its score and
+    above to 1, anything below to 0."""
     mean, deviation = float(listed.mean()), float(listed.std())
     if deviation == 0.0 or not np.isfinite(deviation):
         return (values >= mean).astype(np.float64)
     if method == "zscore":
         return (values - mean) / deviation
+    if method == "list":
+        low, high = float(listed.min()), float(listed.max())
+        return np.clip((values - low) / (high - low), 0.0, 1.0)
     return np.clip((values - (mean - 3.0 * deviation)) / (6.0 * deviation), 0.0, 1.0)
 
 
