@@ -24,7 +24,10 @@ excerpts) and the default relevance gate — and prints, side by side:
 
 Entries run under two scopes: ``default`` (no integration enabled, what
 ``groundwire ground`` does without ``--integration``) and ``all-integrations`` (every
-integration an entry names enabled, so integration entries can be selected).
+integration an entry names enabled, so integration entries can be selected). The gate
+runs twice: as shipped (integrations the query names join the turn's scope) and with
+``named_integrations=False`` ("scope as given"); in-scope recall counts the judged
+entries the request's own scope lets in.
 
 Gate thresholds come from ``groundwire.config`` (``RelevanceGate``); ``--min-coverage`` and
 friends override them for exploration. Run from the repository root:
@@ -244,6 +247,7 @@ def entries(gate: RelevanceGate, misses: bool = False) -> dict[str, object]:
     }
     modes = {
         "before (gate off)": gw.RetrievalConfig(gate="off"),
+        "gate, scope as given": gw.RetrievalConfig(relevance=gate, named_integrations=False),
         "after (gate)": gw.RetrievalConfig(relevance=gate),
     }
     print(f"knowledge base: {HANDBOOK.relative_to(REPO)} ({len(kb)} entries)\n")

@@ -115,6 +115,10 @@ DEFAULT_GATE_EXPAND_COVERAGE: Final = DEFAULT_GATE_MIN_COVERAGE
 #: judged question its block, and no floor lost no abstention; IDF already weighs a term
 #: found in most entries at ln 2 or less. Query-side stop words do the real work.
 DEFAULT_GATE_IDF_FLOOR: Final = 1.0
+#: With the gate on, integrations the query names exactly (``jira``, ``Microsoft Teams``)
+#: join that turn's scope: integrations are relevance scope, not authorization, and a user
+#: asking about Jira means Jira's entries. Tenant, ACL, domains and predicates still apply.
+DEFAULT_NAMED_INTEGRATIONS: Final = True
 #: Confidence ``high`` needs this coverage (or an exact/alias phrase hit with at least
 #: ``min_coverage``): the top entry then holds nearly everything the query says.
 DEFAULT_CONFIDENCE_HIGH_COVERAGE: Final = 0.8
@@ -719,6 +723,9 @@ class RetrievalConfig:
     hybrid: HybridSettings = field(default_factory=HybridSettings)
     gate: Literal["relevance", "off"] = "relevance"
     relevance: RelevanceGate = field(default_factory=RelevanceGate)
+    #: With the gate on: integrations the query names join the turn's scope
+    #: (:mod:`groundwire.retrieve.mentions`); ignored with ``gate="off"``.
+    named_integrations: bool = DEFAULT_NAMED_INTEGRATIONS
     #: Milliseconds the host predicate may take over one turn's entries; past it the
     #: entries not yet checked are denied and the turn reports it (None: no own deadline).
     authorize_timeout_ms: int | None = DEFAULT_AUTHORIZE_TIMEOUT_MS
@@ -731,6 +738,12 @@ class RetrievalConfig:
             "relevance",
             self.relevance,
             "a RelevanceGate",
+        )
+        _require(
+            isinstance(self.named_integrations, bool),
+            "named_integrations",
+            self.named_integrations,
+            "true or false",
         )
         _optional_timeout_ms("authorize_timeout_ms", self.authorize_timeout_ms)
         _positive_int("candidate_limit", self.candidate_limit, MAX_SEARCH_K)
@@ -1351,6 +1364,8 @@ class MemoryPipelineConfig:
         for name in ("aspect_delta", "aspect_min_weight", "stale_days", "decay_rate"):
             _finite(name, getattr(self, name))
         _finite("aspect_max_weight", self.aspect_max_weight, minimum=float(self.aspect_min_weight))
+
+
 # --- Source sync, custody and evidence (docs/SYNC.md) ---------------------------------------
 #: Changes a provider hands over per batch: the unit that is checkpointed and replayed after
 #: a crash; a few hundred keeps a replay cheap and one IMAP FETCH or Drive page in memory.

@@ -590,7 +590,9 @@ class GroundingMetadata:
     matched the query well enough to be selected but whose integrations this request did
     not enable; ``out_of_scope_integrations`` names the integrations that would include
     them (integrations are relevance scope, not authorization: entries excluded by a
-    blocked domain or a host predicate are never counted).
+    blocked domain or a host predicate are never counted). ``named_integrations``: the
+    integrations the query named that joined this turn's scope (the request did not
+    enable them; see ``RetrievalConfig.named_integrations``).
     """
 
     selected_ids: tuple[str, ...] = ()
@@ -604,6 +606,7 @@ class GroundingMetadata:
     truncated_query: bool = False
     out_of_scope_count: int = 0
     out_of_scope_integrations: tuple[str, ...] = ()
+    named_integrations: tuple[str, ...] = ()
     #: Host authorization callbacks that failed this turn (raised, returned a non-bool, or
     #: ran past their deadline): what failed and how often, never what was denied.
     authorization_errors: tuple[str, ...] = ()

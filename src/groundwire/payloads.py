@@ -174,6 +174,7 @@ def outcome_json(outcome: GroundingOutcome, *, explain: bool = False) -> dict[st
             "truncated_query": meta.truncated_query,
             "out_of_scope_count": meta.out_of_scope_count,
             "out_of_scope_integrations": list(meta.out_of_scope_integrations),
+            "named_integrations": list(meta.named_integrations),
             "authorization_errors": list(meta.authorization_errors),
             "channels": None if meta.channels is None else _plain(meta.channels),
         },

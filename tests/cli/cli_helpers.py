@@ -33,6 +33,7 @@ METADATA_KEYS = {
     "truncated_query",
     "out_of_scope_count",
     "out_of_scope_integrations",
+    "named_integrations",
     "authorization_errors",
     "channels",
 }

@@ -97,13 +97,28 @@ def test_ground_readable_shows_block_citations_and_metadata() -> None:
 
 
 def test_ground_includes_integration_entries_only_with_their_integration() -> None:
-    without = run_json("ground", HANDBOOK, SLACK_QUERY)["metadata"]
+    unnamed = "bot not posting, error not_in_channel"  # slack's entry, without naming slack
+    without = run_json("ground", HANDBOOK, unnamed)["metadata"]
     assert SLACK_ONLY not in without["selected_ids"] + without["expanded_ids"]
+    fixed = run_json("ground", HANDBOOK, SLACK_QUERY, "--gate", "off")["metadata"]
+    assert SLACK_ONLY not in fixed["selected_ids"] + fixed["expanded_ids"]  # scope as given
     for name in ("slack", "SLACK"):  # integration names are case-insensitive
         with_slack = run_json("ground", HANDBOOK, SLACK_QUERY, "--integration", name)
         assert with_slack["metadata"]["selected_ids"][0] == SLACK_ONLY
-    other = run_json("ground", HANDBOOK, SLACK_QUERY, "--integration", "jira")["metadata"]
+    other = run_json("ground", HANDBOOK, unnamed, "--integration", "jira")["metadata"]
     assert SLACK_ONLY not in other["selected_ids"]
+
+
+def test_ground_lets_integrations_the_query_names_join_the_turn() -> None:
+    data = run_json("ground", HANDBOOK, SLACK_QUERY)["metadata"]
+    assert data["named_integrations"] == ["slack"]
+    assert data["selected_ids"][0] == SLACK_ONLY
+    assert data["out_of_scope_count"] == 0
+    readable = run("ground", HANDBOOK, SLACK_QUERY).stdout
+    assert "note: the query names slack, so its entries joined this turn's scope" in readable
+    enabled = run_json("ground", HANDBOOK, SLACK_QUERY, "--integration", "slack")["metadata"]
+    assert enabled["named_integrations"] == []
+    assert enabled["selected_ids"] == data["selected_ids"]
 
 
 def test_ground_blocked_domain_removes_the_domain() -> None:
@@ -455,7 +470,7 @@ def test_ground_low_relevance_lists_candidates_and_gate_off_restores_the_fixed_c
 
 
 def test_ground_hints_at_integrations_whose_entries_matched() -> None:
-    query = "slack messages not showing up, step error says not_in_channel"
+    query = "bot messages not showing up, step error says not_in_channel"  # slack not named
     data = run_json("ground", HANDBOOK, query)
     assert data["metadata"]["out_of_scope_count"] >= 1
     assert "slack" in data["metadata"]["out_of_scope_integrations"]

@@ -121,8 +121,15 @@ def _print_outcome(outcome: GroundingOutcome, max_tokens: int) -> None:
 
 
 def outcome_hints(meta: GroundingMetadata) -> list[str]:
-    """What a person can do about this turn: enable integrations, shorten the query."""
+    """What a person can do about this turn, and what widened it: integrations the query
+    named, integrations to enable, a query to shorten."""
     hints = []
+    if meta.named_integrations:
+        hints.append(
+            f"note: the query names {', '.join(meta.named_integrations)}, so "
+            f"{'its' if len(meta.named_integrations) == 1 else 'their'} entries joined "
+            "this turn's scope"
+        )
     if meta.out_of_scope_count:
         names = meta.out_of_scope_integrations
         flags = " ".join(f"--integration {name}" for name in names)

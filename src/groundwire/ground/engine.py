@@ -520,6 +520,7 @@ class GroundingEngine:
             truncated_query=selection.truncated_query,
             out_of_scope_count=selection.scope_hint.count,
             out_of_scope_integrations=selection.scope_hint.integrations,
+            named_integrations=selection.named_integrations,
             channels=None if report is None else report.metadata(selection.primary),
         )
         return GroundingOutcome(block, metadata, retrieval)

@@ -360,6 +360,11 @@ class KnowledgeBase(Searching):
         return {k: tuple(self._ids_of(list(v))) for k, v in self._phrases.alias.items()}
 
     @property
+    def integration_masks(self) -> Mapping[str, MaskArray]:
+        """Each integration an entry names (casefolded) → the mask of the entries naming it."""
+        return self._masks.integrations
+
+    @property
     def relation_index(self) -> Mapping[str, tuple[str, ...]]:
         """Entry id → related then parent ids (existing entries only)."""
         return dict(self._relations)

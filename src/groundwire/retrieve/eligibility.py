@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -79,6 +79,34 @@ class Eligibility:
     cuts: dict[str, tuple[KnowledgeEntry, KnowledgeEntry]] = field(
         default_factory=dict, repr=False, compare=False
     )
+
+    def widened(self, integrations: Iterable[str]) -> Eligibility:
+        """The same eligibility with ``integrations`` (casefolded) enabled as well.
+
+        Only the integration scope changes: it is re-applied to ``unscoped``, which already
+        holds the tenant, ACL, ``where``, blocked domains and the predicate's verdicts, so
+        nothing the request may not see can become eligible (and the predicate is not
+        asked again). Unchanged when the filter has no integration scope.
+        """
+        names = frozenset(integrations)
+        enabled = self.filter.integrations
+        if enabled is None or names <= enabled:
+            return self
+        flt = replace(self.filter, integrations=enabled | names)
+        mask = self.unscoped & self.kb.eligibility(Scope(tuple(sorted(enabled | names))), ())
+        mask.flags.writeable = False
+        positions = self.pool_positions
+        return Eligibility(
+            self.kb,
+            flt,
+            mask,
+            self.pool,
+            mask if positions is None else mask[positions],
+            positions,
+            self.unscoped,
+            self.pool_unscoped,
+            self.authorization_errors,
+        )
 
     def allows(self, entry_id: str) -> bool:
         """Whether ``entry_id`` is eligible: in the mask, and its record passes the filter

@@ -67,6 +67,7 @@ from groundwire.retrieve.gate import (
     query_evidence,
 )
 from groundwire.retrieve.hybrid import HybridReport, channel_candidates
+from groundwire.retrieve.mentions import named_integrations
 
 __all__ = [
     "RetrievalRequest",
@@ -126,6 +127,7 @@ class Selection:
     query: str = ""
     truncated_query: bool = False
     scope_hint: ScopeHint = field(default_factory=ScopeHint)
+    named_integrations: tuple[str, ...] = ()
     authorization_errors: tuple[str, ...] = ()
 
 
@@ -202,6 +204,14 @@ def retrieve(
         allow,
         timeout_ms=config.authorize_timeout_ms,
     )
+    named: tuple[str, ...] = ()
+    if (
+        config.gate != "off"
+        and config.named_integrations
+        and eligible.filter.integrations is not None
+    ):
+        named = named_integrations(kb, query, eligible.unscoped, eligible.filter.integrations)
+        eligible = eligible.widened(named)  # the scope only: nobody may see more
     pool, mask = eligible.pool, eligible.pool_mask  # the tenant's statistics pool
     analyzer = pool.analyzer
     query_terms = analyzer.tokens(query)  # A
@@ -257,6 +267,7 @@ def retrieve(
         query=query,
         truncated_query=truncated,
         scope_hint=hint,
+        named_integrations=named,
         authorization_errors=eligible.authorization_errors,
     )
 

@@ -170,6 +170,8 @@ function renderOutcome(data) {
   const outside = meta.out_of_scope_count
     ? `${meta.out_of_scope_count} matched in ${meta.out_of_scope_integrations.join(", ")}` : "";
   fact(summary, "out of scope", outside);
+  const named = meta.named_integrations || [];
+  if (named.length) fact(summary, "named in the query", named.join(", "));
   fact(summary, "duration", meta.duration_ms.toFixed(1) + " ms");
   if (meta.truncated_query) fact(summary, "query", "cut to the length limit");
 
