@@ -5,9 +5,11 @@ fixed count (``gate="off"``) keeps the scope as given."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,19 +22,8 @@ ACME = gw.Principal("acme", "alice", ["eng"])
 BETA = gw.Principal("beta", "bob", ["eng"])
 
 
-def entry(entry_id: str, text: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "id": entry_id,
-        "title": fields.pop("title", "Handbook page"),
-        "summary": text,
-        "domain": fields.pop("domain", "ops"),
-        "integrations": fields.pop("integrations", []),
-        **fields,
-    }
-
-
-def build(*entries: dict[str, Any]) -> gw.KnowledgeBase:
-    return gw.KnowledgeBase.from_sources([{"id": "s", "version": "1", "entries": list(entries)}])
+Entry = Callable[..., dict[str, Any]]
+Build = Callable[..., gw.KnowledgeBase]
 
 
 def select(
@@ -54,75 +45,89 @@ def ids(selection: gw.Selection) -> set[str]:
     return {item.entry.id for item in selection.primary} | {e.id for e in selection.expanded}
 
 
-KB = build(
-    entry("ops.status", "status updates of synced issues"),
-    entry("jira.status", "jira status transitions of synced issues", integrations=["jira"]),
-    entry("teams.cards", "microsoft teams cards not delivered", integrations=["microsoft-teams"]),
-    entry("slack.posts", "slack bot not posting messages", integrations=["Slack"]),
-)
+@pytest.fixture
+def kb(entry: Entry, build_kb: Build) -> gw.KnowledgeBase:
+    return build_kb(
+        entry("ops.status", body="status updates of synced issues"),
+        entry(
+            "jira.status", body="jira status transitions of synced issues", integrations=["jira"]
+        ),
+        entry(
+            "teams.cards",
+            body="microsoft teams cards not delivered",
+            integrations=["microsoft-teams"],
+        ),
+        entry("slack.posts", body="slack bot not posting messages", integrations=["Slack"]),
+    )
 
 
-def test_an_integration_is_named_by_an_exact_run_of_words() -> None:
-    everyone = KB.eligibility(None)
-    assert named_integrations(KB, "Jira's status does not update", everyone) == ("jira",)
-    assert named_integrations(KB, "cards in Microsoft Teams", everyone) == ("microsoft-teams",)
-    assert named_integrations(KB, "microsoft-teams cards", everyone) == ("microsoft-teams",)
-    assert named_integrations(KB, "SLACK and jira", everyone) == ("jira", "slack")
+def test_an_integration_is_named_by_an_exact_run_of_words(kb: gw.KnowledgeBase) -> None:
+    everyone = kb.eligibility(None)
+    assert named_integrations(kb, "Jira's status does not update", everyone) == ("jira",)
+    assert named_integrations(kb, "cards in Microsoft Teams", everyone) == ("microsoft-teams",)
+    assert named_integrations(kb, "microsoft-teams cards", everyone) == ("microsoft-teams",)
+    assert named_integrations(kb, "SLACK and jira", everyone) == ("jira", "slack")
     # Not a stem, a prefix, a part of the name or a longer word.
     for query in ("jiras", "teams cards", "slacker posts", "microsoft cards", "ji ra"):
-        assert named_integrations(KB, query, everyone) == (), query
-    assert named_integrations(KB, "jira", everyone, enabled={"jira"}) == ()
-    assert named_integrations(KB, "", everyone) == ()
+        assert named_integrations(kb, query, everyone) == (), query
+    assert named_integrations(kb, "jira", everyone, enabled={"jira"}) == ()
+    assert named_integrations(kb, "", everyone) == ()
 
 
-def test_a_named_integration_joins_the_turn_and_the_metadata_says_so() -> None:
-    plain = select(KB, "jira status transitions")
+def test_a_named_integration_joins_the_turn_and_the_metadata_says_so(kb: gw.KnowledgeBase) -> None:
+    plain = select(kb, "jira status transitions")
     assert plain.named_integrations == ("jira",)
     assert "jira.status" in ids(plain)
-    strict = select(KB, "jira status transitions", named_integrations=False)
+    strict = select(kb, "jira status transitions", named_integrations=False)
     assert strict.named_integrations == ()
     assert "jira.status" not in ids(strict)
     assert strict.scope_hint.integrations == ("jira",)  # the hint instead
-    enabled = select(KB, "jira status transitions", gw.Scope(["jira"]))
+    enabled = select(kb, "jira status transitions", gw.Scope(["jira"]))
     assert enabled.named_integrations == ()  # already in scope: nothing joined
     assert ids(enabled) == ids(plain)
     # Only the named integration joins; others stay out.
     assert ids(plain).isdisjoint({"teams.cards", "slack.posts"})
 
 
-def test_the_fixed_count_keeps_the_scope_as_given() -> None:
-    fixed = select(KB, "jira status transitions of synced issues", gate="off")
+def test_the_fixed_count_keeps_the_scope_as_given(kb: gw.KnowledgeBase) -> None:
+    fixed = select(kb, "jira status transitions of synced issues", gate="off")
     assert fixed.named_integrations == ()
     assert "jira.status" not in ids(fixed)
     assert not fixed.primary or all(not i.entry.integrations for i in fixed.primary)
 
 
-def test_no_integration_scope_means_nothing_to_join() -> None:
+def test_no_integration_scope_means_nothing_to_join(kb: gw.KnowledgeBase) -> None:
     request = gw.RetrievalRequest("jira status", scope=None)  # type: ignore[arg-type]
-    selection = gw.retrieve(KB, request, gw.RetrievalConfig())
+    selection = gw.retrieve(kb, request, gw.RetrievalConfig())
     assert selection.named_integrations == ()
     assert "jira.status" in ids(selection)
 
 
-def test_naming_an_integration_never_crosses_authorization() -> None:
-    kb = build(
-        entry("ops.vault", "vault secrets rotation"),
+def test_naming_an_integration_never_crosses_authorization(entry: Entry, build_kb: Build) -> None:
+    kb = build_kb(
+        entry("ops.vault", body="vault secrets rotation"),
         entry(
-            "sec.vault", "vault secrets rotation policy", domain="secret", integrations=["vault"]
+            "sec.vault",
+            body="vault secrets rotation policy",
+            domain="secret",
+            integrations=["vault"],
         ),
-        entry("acme.okta", "okta login loop fix", tenant="acme", integrations=["okta"]),
+        entry("acme.okta", body="okta login loop fix", tenant="acme", integrations=["okta"]),
         entry(
             "acme.okta-hr",
-            "okta login loop payroll",
+            body="okta login loop payroll",
             tenant="acme",
             acl=["group:hr"],
             integrations=["okta"],
         ),
         entry(
-            "beta.zendesk", "zendesk duplicate tickets fix", tenant="beta", integrations=["zendesk"]
+            "beta.zendesk",
+            body="zendesk duplicate tickets fix",
+            tenant="beta",
+            integrations=["zendesk"],
         ),
-        entry("ops.denied", "denied gitlab runner tokens", integrations=["gitlab"]),
-        entry("ops.tickets", "duplicate tickets runner tokens login loop"),
+        entry("ops.denied", body="denied gitlab runner tokens", integrations=["gitlab"]),
+        entry("ops.tickets", body="duplicate tickets runner tokens login loop"),
     )
     # Blocked domain: the only vault entry stays out and the name is not confirmed.
     blocked = select(kb, "vault secrets rotation policy", blocked=("secret",))
@@ -188,7 +193,11 @@ NAMES = ["jira", "slack", "okta"]
 WORDS = ["status", "sync", "login", "issues", "loop", "bot"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(
     docs=st.lists(
         st.tuples(
@@ -202,11 +211,15 @@ WORDS = ["status", "sync", "login", "issues", "loop", "bot"]
     enabled=st.lists(st.sampled_from(NAMES), max_size=2, unique=True),
 )
 def test_the_gate_returns_only_what_the_fixed_count_of_the_widened_scope_would(
-    docs: list[tuple[list[str], list[str]]], query: list[str], enabled: list[str]
+    entry: Entry,
+    build_kb: Build,
+    docs: list[tuple[list[str], list[str]]],
+    query: list[str],
+    enabled: list[str],
 ) -> None:
-    kb = build(
+    kb = build_kb(
         *(
-            entry(f"e.{n}", " ".join(words), integrations=names)
+            entry(f"e.{n}", body=" ".join(words), integrations=names)
             for n, (words, names) in enumerate(docs)
         )
     )
