@@ -14,8 +14,9 @@ excerpts) and the default relevance gate — and prints, side by side:
   got a block, tokens per turn (mean, blocks of no-block turns count 0), and nDCG@10 of
   the ranking (``KnowledgeBase.search``, which the gate does not touch);
 * abstention on unjudged sets: the share of off-topic questions
-  (``examples/handbook-eval/off-topic.jsonl``) and of product questions the handbook
-  cannot answer (``unanswerable.jsonl``) that got no block;
+  (``examples/handbook-eval/off-topic.jsonl``), of product questions the handbook
+  cannot answer (``unanswerable.jsonl``) and of off-topic questions that name an
+  integration (``off-topic-named.jsonl``) that got no block;
 * confidence calibration: per confidence class, how many questions and the share whose
   top entry is judged relevant;
 * documents: off-topic questions over ``examples/docs`` (share with no evidence) and, when
@@ -244,6 +245,7 @@ def entries(gate: RelevanceGate, misses: bool = False) -> dict[str, object]:
     unjudged = {
         "off-topic": read_queries(EVAL / "off-topic.jsonl"),
         "unanswerable": read_queries(EVAL / "unanswerable.jsonl"),
+        "off-topic, naming an integration": read_queries(EVAL / "off-topic-named.jsonl"),
     }
     modes = {
         "before (gate off)": gw.RetrievalConfig(gate="off"),
