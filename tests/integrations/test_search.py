@@ -136,6 +136,13 @@ def test_entries_are_exactly_the_grounding_selection(
     assert found.candidate_count == selection.candidate_count
 
 
+def test_entry_passages_say_which_integrations_the_query_named(entries: EntrySearcher) -> None:
+    found = entries.search("slack bot not posting", Access())
+    assert found.named_integrations == ("slack",)
+    assert found.passages[0].id == "troubleshooting.slack-bot-not-posting"
+    assert entries.search("slack bot not posting", Access(scope=["slack"])).named_integrations == ()
+
+
 def test_an_entry_passage_carries_what_a_person_needs_to_trust_it(
     entries: EntrySearcher, handbook: gw.KnowledgeBase
 ) -> None:
@@ -248,10 +255,12 @@ def test_allow_and_authorize_both_apply(entries: EntrySearcher, entry_policy: Po
 
 
 def test_scope_and_blocked_domains_reach_retrieval(entries: EntrySearcher) -> None:
-    plain = entries.search("slack bot stopped posting", Access())
-    slack = entries.search("slack bot stopped posting", Access(scope=["slack"]))
+    plain = entries.search("bot stopped posting", Access())  # slack's entries, unnamed
+    slack = entries.search("bot stopped posting", Access(scope=["slack"]))
     assert all(not p.details["integrations"] for p in plain.passages)
     assert any("slack" in p.details["integrations"] for p in slack.passages)
+    named = entries.search("slack bot stopped posting", Access())
+    assert [p.id for p in named.passages] == [p.id for p in slack.passages]
     blocked = entries.search(ROTATE, Access(blocked_domains=["security"]))
     assert all(p.details["domain"] != "security" for p in blocked.passages)
 

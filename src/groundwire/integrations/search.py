@@ -191,6 +191,7 @@ class Passages:
     ``too-few-sources``, ``budget-exhausted``. ``denied`` counts what ``authorize`` or
     ``allow`` denied (entries, or document sources); ``authorization_errors`` counts the
     failures among them by kind. ``query`` is the query as used (``truncated_query``: cut).
+    ``named_integrations``: integrations the query named that joined its scope (entries).
     """
 
     query: str
@@ -201,6 +202,7 @@ class Passages:
     denied: int = 0
     authorization_errors: tuple[str, ...] = ()
     truncated_query: bool = False
+    named_integrations: tuple[str, ...] = ()
 
     def limited(self, limit: int | None) -> Passages:
         """At most ``limit`` passages (the first ones); None keeps all."""

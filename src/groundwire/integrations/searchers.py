@@ -273,6 +273,7 @@ class EntrySearcher:
                 *selection.authorization_errors,  # the deadline's, if it passed
             ),
             truncated_query=selection.truncated_query,
+            named_integrations=selection.named_integrations,
         ).limited(limit)
 
     async def asearch(self, query: str, access: Access, limit: int | None = None) -> Passages:
