@@ -54,7 +54,7 @@ def test_ground_explain_adds_breakdowns_and_context(live: Live) -> None:
 
 
 def test_ground_scope_changes_the_outcome(live: Live) -> None:
-    query = {"query": "connect slack notifications", "explain": True}
+    query = {"query": "connect chat notifications", "explain": True}  # slack not named
     with live.client(ADMIN) as client:
         without = client.post("/v1/ground", json=query).json()
         with_slack = client.post("/v1/ground", json={**query, "integrations": ["slack"]}).json()
@@ -62,6 +62,9 @@ def test_ground_scope_changes_the_outcome(live: Live) -> None:
             "/v1/ground",
             json={**query, "integrations": ["slack"], "blocked_domains": ["integrations"]},
         ).json()
+        named = client.post("/v1/ground", json={"query": "connect slack notifications"}).json()
+    assert named["metadata"]["named_integrations"] == ["slack"]
+    assert "integrations.slack-notifications" in named["metadata"]["selected_ids"]
     assert without["metadata"]["out_of_scope_count"] > 0
     assert "slack" in without["metadata"]["out_of_scope_integrations"]
     assert with_slack["metadata"]["selected_ids"] != without["metadata"]["selected_ids"]
