@@ -77,7 +77,11 @@ def test_query_breakdown_scope_and_context(make_server: Callable[..., Live], pag
     page.keyboard.press("Enter")
     page.wait_for_selector("#kb option[value=handbook]", state="attached")
 
-    ground_with_keyboard(page, "send alerts to a slack channel")
+    ground_with_keyboard(page, "send alerts to a slack channel")  # names slack: it joins
+    assert "named in the query" in page.text_content("#summary")
+    named = str(page.text_content("#context"))
+    ground_with_keyboard(page, "send alerts to a chat channel")  # slack not named: a hint
+    settled(page, named)
     first = page.locator("#candidates tbody tr").first
     assert first.locator(".bar").count() > 0  # the per-field breakdown
     assert "out of scope" in page.text_content("#summary")
