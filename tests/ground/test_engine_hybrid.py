@@ -17,7 +17,7 @@ import pytest
 
 import groundwire as gw
 from groundwire import GroundingConfig, GroundingEngine, HybridSettings, RetrievalConfig
-from groundwire.index.vectors import vectors_path
+from groundwire.index.vector_files import vectors_path
 
 MakeEngine = Any
 

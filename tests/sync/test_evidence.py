@@ -168,8 +168,10 @@ def test_a_withdrawn_document_is_unreachable_through_search_evidence_citations_a
         before = kb.get("docs/retention.md#0")
         assert before is not None
         assert search_ids(tmp_path / "kb", "invoices archive ten years") == ["docs/retention.md"]
-        vectors = VectorIndex.load(tmp_path / "kb.vectors")
+        vectors = VectorIndex.from_section(kb)  # the snapshot holds its vectors
+        assert vectors is not None
         assert len(vectors) == len(kb) == 2
+        assert not (tmp_path / "kb.vectors").exists()  # no side file
 
         withdrawn = sync.withdraw("docs/retention.md", "legal hold 2026-17")
         assert list(withdrawn) == ["docs/retention.md"]
@@ -191,7 +193,9 @@ def test_a_withdrawn_document_is_unreachable_through_search_evidence_citations_a
         assert not search_ids(tmp_path / "kb", "invoices archive ten years")
         evidence = retrieve_evidence(kb, "invoices archive ten years", principal=ACME)
         assert all(e.source_id != "docs/retention.md" for e in evidence.excerpts)
-        assert len(VectorIndex.load(tmp_path / "kb.vectors")) == len(kb) == 1
+        vectors = VectorIndex.from_section(kb)
+        assert vectors is not None
+        assert vectors.ids == ("docs/badges.md#0",)  # the withdrawn chunk's row is gone
         check = validate_citations(
             f"Kept ten years [KB:{before.id}@{before.version}].",
             iter([before]),  # offered evidence read once, by the id check and the resolver
@@ -219,14 +223,18 @@ def test_withdrawing_a_whole_source_and_removing_stale_vectors(tmp_path: Path) -
     config = _docs(tmp_path)
     with syncer(config, embedder=HashingEmbedder(64)) as sync:
         sync.run_once()
-    assert (tmp_path / "kb.vectors").exists()
+    assert VectorIndex.from_section(KnowledgeBase.load(tmp_path / "kb")) is not None
+    legacy = tmp_path / "kb.vectors"  # a side file an older publisher left beside it
+    VectorIndex.build(KnowledgeBase.load(tmp_path / "kb"), HashingEmbedder(64)).save(legacy)
     with syncer(config) as sync:  # no embedder now: the old vectors must not outlive the text
         removed = sync.withdraw("docs", "source retired")
         assert sorted(removed) == ["docs/badges.md", "docs/retention.md"]
         published = sync.run_once().published
         assert published is not None
         assert published.chunks == 0
-    assert not (tmp_path / "kb.vectors").exists()
+        assert published.vectors is None
+    assert not legacy.exists()
+    assert VectorIndex.from_section(KnowledgeBase.load(tmp_path / "kb")) is None
     assert len(KnowledgeBase.load(tmp_path / "kb")) == 0
     with syncer(config) as sync, pytest.raises(Exception, match="neither a configured source"):
         sync.withdraw("docs/nothing.md", "typo")

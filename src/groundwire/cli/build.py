@@ -48,8 +48,9 @@ from groundwire.cli.output import (
     progress_display,
     skipped_json,
 )
-from groundwire.cli.vectors import AllowRemoteOpt, CacheOpt, cached_embedder, sidecar
+from groundwire.cli.vectors import AllowRemoteOpt, CacheOpt, cached_embedder
 from groundwire.config import chunk_settings
+from groundwire.index.vector_files import remove_side_file, vectors_path, with_vectors
 
 SourcesArg = Annotated[
     list[Path],
@@ -95,8 +96,9 @@ def index(
             "--embed",
             metavar="MODEL",
             help="Also embed every entry/chunk with MODEL (all-MiniLM-L6-v2, hashing, a "
-            "folder, openai:NAME...) and save the vectors beside the snapshot as "
-            "OUT.vectors, for search --mode dense/hybrid. Embeddings are cached.",
+            "folder, openai:NAME...) and store the vectors in the snapshot, for search "
+            "--mode dense/hybrid. Embeddings are cached; with --update only new and "
+            "changed entries are embedded.",
             show_default=False,
         ),
     ] = None,
@@ -118,9 +120,7 @@ def index(
         hint = validate_hint(sources[0]) if len(sources) == 1 else ""
         fail(str(ValidationFailedError(report.issues)) + hint)
     if update and KnowledgeBase.is_snapshot(out):
-        if embed is not None:
-            fail("--update does not embed yet: rebuild without --update to pass --embed")
-        _index_update(out, report.entries, as_json)
+        _index_update(out, report.entries, _Embedding(embed, cache, allow_remote), as_json)
         return
     with progress_display(not as_json) as progress:
         task = progress.add_task("indexing", total=len(report.entries))
@@ -132,11 +132,11 @@ def index(
             progress=lambda count: progress.advance(task, count),
         )
         built = time.perf_counter() - started
+        snapshot, embedded = _embed(snapshot, _Embedding(embed, cache, allow_remote), progress)
         progress.add_task("saving", total=None)
         started = time.perf_counter()
-        snapshot.save(out)
+        _save(snapshot, out)
         saved = time.perf_counter() - started
-        embedded = _embed(snapshot, out, embed, cache, allow_remote, progress)
     summary = _index_json(out, built, saved, len(report.warnings))
     summary.update(embedded)
     if as_json:
@@ -195,6 +195,7 @@ def _ingest_update(
     out: Path,
     config: ChunkingConfig,
     policy: AccessPolicy | None,
+    embedding: _Embedding,
     as_json: bool,
 ) -> None:
     """``ingest --update``: chunk and index only the files that changed (see index/changes)."""
@@ -208,7 +209,8 @@ def _ingest_update(
     skipped = [*skipped, *changes.skipped]
     if len(updated) == 0:
         fail(nothing_to_index([*sources.files, *sources.urls], skipped))
-    updated.save(out)
+    updated, embedded = _embed(updated, embedding, None, (kb, out))
+    _save(updated, out)
     summary = _update_summary(
         out,
         len(kb),
@@ -221,12 +223,13 @@ def _ingest_update(
         chunks_upserted=len(changes.upserts),
         chunks_deleted=len(changes.deletes),
         skipped=skipped_json(skipped),
+        **embedded,
     )
     _print_update(summary, as_json)
 
 
-def _index_update(out: Path, entries: Sequence[Any], as_json: bool) -> None:
-    """``index --update``: only entries whose content changed are analyzed."""
+def _index_update(out: Path, entries: Sequence[Any], embedding: _Embedding, as_json: bool) -> None:
+    """``index --update``: only entries whose content changed are analyzed (and embedded)."""
     started = time.perf_counter()
     kb = KnowledgeBase.load(out)
     if kb.settings != IndexSettings():
@@ -235,7 +238,8 @@ def _index_update(out: Path, entries: Sequence[Any], as_json: bool) -> None:
         updated, upserts, deletes = kb.update_entries(entries)
     except GroundwireError as exc:
         fail(str(exc))
-    updated.save(out)
+    updated, embedded = _embed(updated, embedding, None, (kb, out))
+    _save(updated, out)
     summary = _update_summary(
         out,
         len(kb),
@@ -243,6 +247,7 @@ def _index_update(out: Path, entries: Sequence[Any], as_json: bool) -> None:
         upserted=len(upserts),
         deleted=len(deletes),
         unchanged=len(entries) - len(upserts),
+        **embedded,
     )
     _print_update(summary, as_json)
 
@@ -363,8 +368,9 @@ def ingest(
             "--embed",
             metavar="MODEL",
             help="Also embed every entry/chunk with MODEL (all-MiniLM-L6-v2, hashing, a "
-            "folder, openai:NAME...) and save the vectors beside the snapshot as "
-            "OUT.vectors, for search --mode dense/hybrid. Embeddings are cached.",
+            "folder, openai:NAME...) and store the vectors in the snapshot, for search "
+            "--mode dense/hybrid. Embeddings are cached; with --update only new and "
+            "changed entries are embedded.",
             show_default=False,
         ),
     ] = None,
@@ -414,9 +420,8 @@ def ingest(
             )
     sources = _Sources(files_given, urls, not no_gitignore, allow_private_addresses, access)
     if update and KnowledgeBase.is_snapshot(out):
-        if embed is not None:
-            fail("--update does not embed yet: rebuild without --update to pass --embed")
-        _ingest_update(sources, out, config, policy, as_json)
+        embedding = _Embedding(embed, cache, allow_remote)
+        _ingest_update(sources, out, config, policy, embedding, as_json)
         return
     with progress_display(not as_json) as progress:
         reading = progress.add_task("loading", total=None)
@@ -444,11 +449,11 @@ def ingest(
             progress=lambda count: progress.advance(indexing, count),
         ).with_section(KnowledgeBase.chunking_section(config, policy))
         index_seconds = time.perf_counter() - started
+        kb, embedded = _embed(kb, _Embedding(embed, cache, allow_remote), progress)
         progress.add_task("saving", total=None)
         started = time.perf_counter()
-        kb.save(out)
+        _save(kb, out)
         save_seconds = time.perf_counter() - started
-        embedded = _embed(kb, out, embed, cache, allow_remote, progress)
     summary = _ingest_json(out, files, len(chunks), bytes_read, skipped)
     summary.update(embedded)
     summary.update(
@@ -479,27 +484,64 @@ def ingest(
         console.print(Text(f"skipped {item.path}: {item.reason}", style="yellow"), soft_wrap=True)
 
 
+class _Embedding(NamedTuple):
+    """How ``--embed`` asked to embed: the model (None: not asked), cache, consent."""
+
+    model: str | None
+    cache: Path | None
+    allow_remote: bool
+
+
 def _embed(
     kb: KnowledgeBase,
-    out: Path,
-    model: str | None,
-    cache: Path | None,
-    allow_remote: bool,
+    embedding: _Embedding,
     progress: Any,
-) -> dict[str, Any]:
-    """Embed ``kb`` with ``model`` and save the vectors beside ``out``; a failure fails."""
-    if model is None:
-        return {}
-    embedder = cached_embedder(model, cache, allow_remote)
-    task = progress.add_task("embedding", total=len(kb))
-    embedder.progress = lambda count: progress.advance(task, count)
+    previous: tuple[KnowledgeBase, Path] | None = None,
+) -> tuple[KnowledgeBase, dict[str, Any]]:
+    """``kb`` carrying its vectors section, and what embedding did (empty: no vectors).
+
+    A new snapshot is embedded with ``embedding.model``. An update (``previous``: the
+    snapshot it updates and its path) brings the vectors its section holds along:
+    unchanged entries keep their rows, only new and changed ones are embedded (with
+    another ``--embed`` model than the stored one, everything is). Rows of a legacy
+    ``.vectors`` file are not reused (it is not covered by the snapshot's checksums):
+    ``--embed`` re-embeds through the cache. A failure fails the command before
+    anything is written.
+    """
+    held = None if previous is None else VectorIndex.from_section(previous[0])
+    side = None if previous is None else vectors_path(previous[1])
+    if held is None and embedding.model is None and side is not None and side.is_file():
+        fail(
+            f"{side}: the snapshot's vectors are in this legacy file; pass --embed MODEL "
+            "to store them in the snapshot (cached embeddings are reused)"
+        )
+    if embedding.model is None and held is None:
+        return kb, {}
+    embedder = None
+    if embedding.model is not None:
+        embedder = cached_embedder(embedding.model, embedding.cache, embedding.allow_remote)
+        if progress is not None:
+            task = progress.add_task("embedding", total=len(kb))
+            embedder.progress = lambda count: progress.advance(task, count)
     started = time.perf_counter()
-    vectors = VectorIndex.build(kb, embedder)
-    vectors.save(sidecar(out))
-    return {
-        "vectors": str(sidecar(out)),
-        "model": embedder.model_id,
-        "embedded": embedder.embedded,
-        "reused": embedder.reused,
+    if held is not None and previous is not None:
+        vectors = held.updated(previous[0], kb, embedder)
+    else:
+        assert embedder is not None
+        vectors = VectorIndex.build(kb, embedder)
+    sent = 0 if embedder is None else embedder.embedded + embedder.reused
+    return with_vectors(kb, vectors), {
+        "vectors": len(vectors),
+        "model": vectors.model_id,
+        "embedded": 0 if embedder is None else embedder.embedded,
+        "reused": 0 if embedder is None else embedder.reused,
+        "kept": len(vectors) - sent,
         "embed_seconds": round(time.perf_counter() - started, 3),
     }
+
+
+def _save(kb: KnowledgeBase, out: Path) -> None:
+    """Write the snapshot (its vectors inside it); a legacy ``OUT.vectors`` file beside it
+    is removed, since it no longer describes the snapshot."""
+    kb.save(out)
+    remove_side_file(out)

@@ -12,7 +12,7 @@ from groundwire.cli.app import app
 from groundwire.cli.inputs import is_documents, load_kb
 from groundwire.cli.options import JsonOpt
 from groundwire.cli.output import EXIT_USAGE, fail, print_json
-from groundwire.cli.vectors import sidecar
+from groundwire.index.vector_files import saved_vectors
 
 
 @app.command()
@@ -41,7 +41,8 @@ def export(
         typer.Option(
             "--vectors",
             metavar="FILE",
-            help="Vectors to export (default: SNAPSHOT.vectors when it exists).",
+            help="A vectors file to export (default: the vectors the snapshot holds, or a "
+            "legacy SNAPSHOT.vectors file beside it).",
             show_default=False,
         ),
     ] = None,
@@ -89,10 +90,11 @@ def export(
         )
     else:
         kb = KnowledgeBase.from_sources(load_kb(snapshot))
-    saved = vectors or (sidecar(snapshot) if KnowledgeBase.is_snapshot(snapshot) else None)
-    matrix = None
-    if saved is not None and (vectors is not None or saved.is_file()):
-        matrix = VectorIndex.load(saved).check_for(kb)
+    matrix: VectorIndex | None
+    if vectors is not None:
+        matrix = VectorIndex.load(vectors).check_for(kb)
+    else:  # the snapshot's vectors section, else a legacy SNAPSHOT.vectors beside it
+        matrix = saved_vectors(kb, snapshot)
     report = sync_milvus(
         kb,
         milvus,

@@ -216,7 +216,8 @@ def sync(
         typer.Option(
             "--embed",
             metavar="MODEL",
-            help="Also publish vectors beside the snapshot (overrides the file's embed).",
+            help="Also embed the chunks and store the vectors in the published snapshot "
+            "(overrides the file's embed).",
             show_default=False,
         ),
     ] = None,

@@ -1,7 +1,7 @@
 """Options and helpers shared by the commands that embed: eval, search, index, ingest.
 
-Vectors of a snapshot are saved beside it, as ``<snapshot>.vectors`` (one file, see
-:class:`~groundwire.VectorIndex`), until the snapshot format holds them itself.
+Vectors of a snapshot are kept in it, as its ``vectors`` section; a legacy
+``<snapshot>.vectors`` file beside it is still read (``groundwire.index.vector_files``).
 Embeddings are cached in ``$XDG_CACHE_HOME/groundwire/embeddings.sqlite`` (default
 ``~/.cache``), so a rebuild or a second eval embeds only what changed.
 """
@@ -23,6 +23,7 @@ from groundwire import (
     create_embedder,
 )
 from groundwire.config import DEFAULT_LOCAL_MODEL, EMBEDDING_CACHE_FILE
+from groundwire.index.vector_files import snapshot_vectors
 
 __all__ = [
     "AllowRemoteOpt",
@@ -31,7 +32,6 @@ __all__ = [
     "ModelOpt",
     "cached_embedder",
     "default_cache",
-    "sidecar",
     "vectors_for",
 ]
 
@@ -86,20 +86,7 @@ def cached_embedder(
     return CachedEmbedder(embedder, EmbeddingCache(cache or default_cache()))
 
 
-def sidecar(snapshot: Path) -> Path:
-    """Where a snapshot's vectors are saved: ``<snapshot>.vectors`` beside it."""
-    return snapshot.with_name(snapshot.name + ".vectors")
-
-
 def vectors_for(kb: KnowledgeBase, source: Path, embedder: Embedder) -> VectorIndex:
-    """The snapshot's vectors (its section, else the file beside it) when they match ``kb``
-    and the model, else built now."""
-    held = VectorIndex.from_section(kb)
-    if held is not None and held.model_id == embedder.model_id:
-        return held
-    saved = sidecar(source)
-    if KnowledgeBase.is_snapshot(source) and saved.is_file():
-        vectors = VectorIndex.load(saved)
-        if vectors.model_id == embedder.model_id and vectors.matches(kb):
-            return vectors
-    return VectorIndex.build(kb, embedder)
+    """The snapshot's vectors (its section, else the legacy file beside it) when they are
+    ``embedder``'s model's, else built now."""
+    return snapshot_vectors(kb, source, embedder)

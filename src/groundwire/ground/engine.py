@@ -9,7 +9,8 @@ raises out of ``ground()``: the outcome carries a ``failure_reason``.
 With ``retrieval.hybrid.mode`` ``"dense"`` or ``"hybrid"``, the engine installs each
 snapshot together with its vectors (``GroundingConfig.embedder``): embedded when the
 snapshot is built (a rebuild through a ``CachedEmbedder`` embeds only changed entries),
-or read from ``<snapshot>.vectors`` when they match it, and swapped in as one pair. A
+or read from the snapshot's ``vectors`` section (or a legacy ``<snapshot>.vectors`` file)
+when they match it, and swapped in as one pair. A
 snapshot whose vectors cannot be built is not installed (the previous pair keeps
 serving); a query that cannot be embedded ranks lexically, the reason in
 ``metadata.channels``. Every channel ranks the principal's eligible entries only.
@@ -37,7 +38,8 @@ from groundwire.embed.base import Embedder
 from groundwire.errors import ConfigError, QueryError
 from groundwire.index.cache import SnapshotCache, default_cache
 from groundwire.index.knowledge_base import KnowledgeBase
-from groundwire.index.vectors import VectorIndex, snapshot_vectors
+from groundwire.index.vector_files import snapshot_vectors
+from groundwire.index.vectors import VectorIndex
 from groundwire.ingest.sources import SOURCE_MANIFEST
 from groundwire.model import (
     FailureReason,
@@ -233,9 +235,9 @@ class GroundingEngine:
         ``config`` gives the per-turn settings (limits, boosts, blocked domains,
         context, timeout) and must not list sources. Raises IndexFormatError when the
         snapshot cannot be trusted (see ``KnowledgeBase.load`` for ``verify``). With
-        ``config.embedder``, the vectors saved beside it (``<path>.vectors``, checked like
-        the snapshot) serve when they match it and the model; otherwise they are embedded
-        now, and an embedding failure raises.
+        ``config.embedder``, the vectors it holds (its ``vectors`` section, else a legacy
+        ``<path>.vectors`` file, checked like the snapshot) serve when they are the
+        model's; otherwise they are embedded now, and an embedding failure raises.
         """
         config = config if config is not None else GroundingConfig()
         if not isinstance(config, GroundingConfig):

@@ -23,22 +23,19 @@ by the C dense kernel (:mod:`groundwire.index._dense`) in place, in one pass, ma
 applied during the scan; without it (or for float16) numpy scores them. Above a size
 threshold an attached ANN index answers instead (:mod:`groundwire.index.ann`).
 
-The vectors are kept apart from the snapshot format for now: :meth:`save` writes one
-file (magic, a JSON header with model id, dimensions, type, ids and a SHA-256 of the
-matrix, then the matrix) atomically, and :meth:`load` memory-maps it back. The layout
-(matrix ``[n, dimensions]`` + model id + dimensions) is the one the snapshot's optional
-``vectors`` section will hold.
+**Where they are kept**: in the snapshot, as its ``vectors`` section (:meth:`section`,
+:meth:`from_section`; covered by the manifest and checksums like every other array,
+memory-mapped on load). :meth:`updated` brings vectors to an updated knowledge base,
+embedding only entries whose text changed. :meth:`save`/:meth:`load` read and write the
+legacy side file ``<snapshot>.vectors`` (:mod:`groundwire.index.vector_files`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -59,8 +56,6 @@ __all__ = [
     "VectorDtype",
     "VectorIndex",
     "embedding_text",
-    "snapshot_vectors",
-    "vectors_path",
 ]
 
 #: The snapshot section that holds a knowledge base's vectors (docs/INDEX.md, "Sections").
@@ -73,8 +68,6 @@ def _ids_digest(ids: Sequence[str]) -> str:
 
 VectorDtype = Literal["float32", "float16", "int8"]
 MaskArray = npt.NDArray[np.bool_]
-_MAGIC = b"GWVECTORS\x00v1\n"
-_ALIGN = 64
 #: Rows scored per block when the stored type must be widened to float32 first.
 _BLOCK = 16_384
 
@@ -220,6 +213,10 @@ class VectorIndex:
         """Bytes of the stored matrix (and int8 scales)."""
         return int(self._matrix.nbytes + (0 if self._scale is None else self._scale.nbytes))
 
+    def stored_arrays(self) -> tuple[np.ndarray, Matrix | None]:
+        """The rows as stored (float32, float16 or int8) and the int8 row scales (or None)."""
+        return self._matrix, self._scale
+
     def matrix(self) -> Matrix:
         """Every vector as float32 ``[n, dimensions]`` (widened from the stored type)."""
         return self._rows(np.arange(len(self.ids)))
@@ -323,41 +320,14 @@ class VectorIndex:
 
     # -- files ------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the index to one file, atomically (a failed write keeps the old file)."""
-        target = Path(path)
-        payload = np.ascontiguousarray(self._matrix).tobytes()
-        scale = b"" if self._scale is None else self._scale.astype("<f4").tobytes()
-        header = {
-            "model_id": self.model_id,
-            "dimensions": self.dimensions,
-            "dtype": self.dtype,
-            "count": len(self.ids),
-            "ids": list(self.ids),
-            "sha256": hashlib.sha256(payload + scale).hexdigest(),
-        }
-        encoded = json.dumps(header, ensure_ascii=False).encode("utf-8")
-        head = _MAGIC + len(encoded).to_bytes(8, "little") + encoded
-        head += b"\x00" * (-len(head) % _ALIGN)
-        if target.is_dir():
-            raise IndexFormatError(f"{target}: is a folder; vectors are saved to one file")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(head)
-                handle.write(payload)
-                handle.write(scale)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, target)
-        except OSError as exc:
-            Path(temp).unlink(missing_ok=True)
-            raise IndexFormatError(
-                f"{target}: cannot write vectors ({exc.strerror or exc})"
-            ) from exc
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+        """Write the index to one file, atomically (a failed write keeps the old file).
+
+        The snapshot's ``vectors`` section is where writers keep vectors
+        (:func:`~groundwire.index.vector_files.with_vectors`); this file is the legacy
+        side file, still read, and a way to move vectors on their own."""
+        from groundwire.index.vector_files import write_vector_file
+
+        write_vector_file(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, verify: bool = True) -> VectorIndex:
@@ -366,59 +336,73 @@ class VectorIndex:
         ``verify`` checks the matrix's SHA-256. Raises :class:`IndexFormatError` for a
         missing, truncated, tampered or foreign file.
         """
-        source = Path(path)
-        where = f"{source}: "
-        try:
-            with source.open("rb") as handle:
-                magic = handle.read(len(_MAGIC))
-                if magic != _MAGIC:
-                    raise IndexFormatError(where + "not a groundwire vectors file; rebuild it")
-                length = int.from_bytes(handle.read(8), "little")
-                if not 0 < length < 1 << 31:
-                    raise IndexFormatError(where + "corrupt header length; rebuild it")
-                header: dict[str, Any] = json.loads(handle.read(length).decode("utf-8"))
-            size = source.stat().st_size
-        except OSError as exc:
-            raise IndexFormatError(where + f"cannot read ({exc.strerror or exc})") from exc
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise IndexFormatError(where + "corrupt header; rebuild the vectors") from exc
-        try:
-            count, dims, dtype = int(header["count"]), int(header["dimensions"]), header["dtype"]
-            ids, model_id, digest = list(header["ids"]), str(header["model_id"]), header["sha256"]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise IndexFormatError(where + "header misses fields; rebuild the vectors") from exc
-        if dtype not in VECTOR_DTYPES or len(ids) != count:
-            raise IndexFormatError(where + "header is inconsistent; rebuild the vectors")
-        offset = len(_MAGIC) + 8 + length
-        offset += -offset % _ALIGN
-        item = np.dtype(dtype).itemsize
-        body = count * dims * item
-        scale_bytes = 4 * count if dtype == "int8" else 0
-        if size != offset + body + scale_bytes:
-            raise IndexFormatError(where + "truncated or padded; rebuild the vectors")
-        matrix: np.ndarray = np.zeros((0, dims), dtype=dtype)
-        if count:
-            matrix = np.memmap(source, dtype=dtype, mode="r", offset=offset, shape=(count, dims))
-        scale = None
-        if scale_bytes:
-            scale = np.array(
-                np.memmap(source, dtype="<f4", mode="r", offset=offset + body, shape=(count,))
-            )
-        if verify:
-            actual = hashlib.sha256(np.asarray(matrix).tobytes())
-            if scale is not None:
-                actual.update(scale.tobytes())
-            if actual.hexdigest() != digest:
-                raise IndexFormatError(where + "checksum mismatch (changed or damaged); rebuild")
+        from groundwire.index.vector_files import read_vector_file
+
+        return read_vector_file(path, verify=verify)
+
+    @classmethod
+    def stored(
+        cls,
+        ids: Sequence[str],
+        model_id: str,
+        matrix: np.ndarray,
+        scale: Matrix | None,
+    ) -> VectorIndex:
+        """An index over already stored rows (``matrix`` of type float32, float16 or int8,
+        ``scale`` the int8 row scales), kept as they are: no copy, no re-quantization."""
         index = cls.__new__(cls)
-        index.ids, index.model_id, index.dimensions, index.dtype = tuple(ids), model_id, dims, dtype
+        index.ids, index.model_id = tuple(ids), model_id
+        index.dimensions, index.dtype = int(matrix.shape[1]), matrix.dtype.name  # type: ignore[assignment]
         index._matrix, index._scale, index._ann, index._view = matrix, scale, None, False
         index._nonzero = (
-            np.abs(index._rows(np.arange(count))).sum(axis=1) > 0
-            if count
-            else (np.zeros(0, dtype=bool))
+            np.abs(index._rows(np.arange(len(index.ids)))).sum(axis=1) > 0
+            if index.ids
+            else np.zeros(0, dtype=bool)
         )
         return index
+
+    def updated(
+        self,
+        previous: KnowledgeBase,
+        kb: KnowledgeBase,
+        embedder: Embedder | None,
+        *,
+        text: Callable[[KnowledgeEntry], str] = embedding_text,
+    ) -> VectorIndex:
+        """These vectors (of ``previous``) brought to ``kb``: every entry whose id and
+        embedded text (``text(entry)``) are unchanged keeps its stored row as it is; only
+        the others are embedded, with ``embedder`` (same type). With another model than
+        these vectors', every entry is embedded. Raises :class:`KnowledgeIndexError` when
+        entries need embedding and ``embedder`` is None."""
+        self.check_for(previous)
+        if embedder is not None and check_embedder(embedder).model_id != self.model_id:
+            return VectorIndex.build(kb, embedder, dtype=self.dtype, text=text)
+        entries = list(kb)
+        kept = np.full(len(entries), -1, dtype=np.int64)
+        for n, entry in enumerate(entries):
+            old = previous.position(entry.id)
+            if old is not None and text(previous.entry(old)) == text(entry):
+                kept[n] = old
+        fresh = np.flatnonzero(kept < 0)
+        if fresh.shape[0] and embedder is None:
+            raise KnowledgeIndexError(
+                f"{fresh.shape[0]} entries are new or changed since these vectors "
+                f"({self.model_id}) were made; pass the embedder that made them to embed "
+                "those (the CLI's --embed MODEL), or drop the vectors"
+            )
+        matrix = np.empty((len(entries), self.dimensions), dtype=self._matrix.dtype)
+        scale = None if self._scale is None else np.empty(len(entries), dtype=np.float32)
+        reused = np.flatnonzero(kept >= 0)
+        matrix[reused] = self._matrix[kept[reused]]
+        if scale is not None and self._scale is not None:
+            scale[reused] = self._scale[kept[reused]]
+        if fresh.shape[0] and embedder is not None:
+            vectors = embedder.embed_documents([text(entries[n]) for n in fresh.tolist()])
+            rows, row_scale = _quantize(normalize_rows(np.asarray(vectors)), self.dtype)
+            matrix[fresh] = rows
+            if scale is not None and row_scale is not None:
+                scale[fresh] = row_scale
+        return VectorIndex.stored([entry.id for entry in entries], self.model_id, matrix, scale)
 
     # -- the snapshot section -----------------------------------------------------------------
     def section(self) -> SnapshotSection:
@@ -464,16 +448,7 @@ class VectorIndex:
                 "the snapshot's vectors section does not fit its entries; rebuild the "
                 "vectors (VectorIndex.build, or index/ingest --embed)"
             )
-        index = cls.__new__(cls)
-        index.ids, index.model_id = ids, str(meta["model_id"])
-        index.dimensions, index.dtype = int(matrix.shape[1]), dtype  # type: ignore[assignment]
-        index._matrix, index._scale, index._ann, index._view = matrix, scale, None, False
-        index._nonzero = (
-            np.abs(index._rows(np.arange(len(ids)))).sum(axis=1) > 0
-            if ids
-            else np.zeros(0, dtype=bool)
-        )
-        return index
+        return cls.stored(ids, str(meta["model_id"]), matrix, scale)
 
     def check_for(self, kb: KnowledgeBase) -> VectorIndex:
         """This index if it matches ``kb``, else a :class:`KnowledgeIndexError` with the fix."""
@@ -484,30 +459,3 @@ class VectorIndex:
                 "VectorIndex.build(kb, embedder)"
             )
         return self
-
-
-def vectors_path(snapshot: str | os.PathLike[str]) -> Path:
-    """Where a snapshot's vectors are saved: ``<snapshot>.vectors`` beside it."""
-    path = Path(snapshot)
-    return path.with_name(path.name + ".vectors")
-
-
-def snapshot_vectors(
-    kb: KnowledgeBase,
-    snapshot: str | os.PathLike[str] | None,
-    embedder: Embedder,
-    *,
-    verify: bool = True,
-) -> VectorIndex:
-    """``kb``'s vectors for ``embedder``'s model: the snapshot's ``vectors`` section, else
-    the file saved beside ``snapshot`` (``<snapshot>.vectors``), when they hold ``kb``'s
-    entries embedded by that model; else built now. Damage raises :class:`IndexFormatError`."""
-    held = VectorIndex.from_section(kb)
-    if held is not None and held.model_id == embedder.model_id:
-        return held
-    saved = None if snapshot is None else vectors_path(snapshot)
-    if saved is not None and saved.is_file():
-        vectors = VectorIndex.load(saved, verify=verify)
-        if vectors.model_id == embedder.model_id and vectors.matches(kb):
-            return vectors
-    return VectorIndex.build(kb, embedder)

@@ -15,10 +15,12 @@ snapshot fails full verification or is not the one recorded (damaged, or written
 something else), or when it was built with other index settings.
 
 Withdrawn, deleted and superseded evidence is never current, so its text, chunks and
-vectors are absent from the published snapshot. Publishing writes atomically
-(``KnowledgeBase.save``); vectors are rebuilt beside it with the embedder (cached by
-content hash, so only changed chunks are embedded), and a stale vector file is removed
-rather than left to serve withdrawn text.
+vectors are absent from the published snapshot. With an embedder, the vectors are in
+the snapshot (its ``vectors`` section, written in the same atomic ``KnowledgeBase.save``):
+an update keeps the rows of unchanged chunks from the previous snapshot's section and
+embeds only new and changed chunks (through the embedder, so a ``CachedEmbedder`` also
+serves texts it saw before); a rebuild embeds through the embedder. A legacy
+``<snapshot>.vectors`` file beside it is removed rather than left to serve withdrawn text.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from groundwire.config import chunk_settings
 from groundwire.embed.base import Embedder
 from groundwire.errors import GroundwireError
 from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.index.vector_files import remove_side_file, with_vectors
 from groundwire.index.vectors import VectorIndex
 from groundwire.ingest.chunking import chunks_to_documents
 from groundwire.ingest.custody.ledger import EvidenceLedger
@@ -57,8 +60,9 @@ class SnapshotChanges:
 
 @dataclass(frozen=True, slots=True)
 class PublishReport:
-    """A published snapshot: where, how many chunks and documents, how long it took, and
-    how: ``mode`` ``"update"`` (incremental) or ``"rebuild"`` (``reason`` says why)."""
+    """A published snapshot: where, how many chunks and documents, the model of the
+    vectors it holds (None: no vectors), how long it took, and how: ``mode``
+    ``"update"`` (incremental) or ``"rebuild"`` (``reason`` says why)."""
 
     path: str
     chunks: int
@@ -145,7 +149,6 @@ def publish_snapshot(
     sources: Sequence[str],
     changes: SnapshotChanges,
     *,
-    vectors_path: str | os.PathLike[str] | None = None,
     embedder: Embedder | None = None,
     marker: str | os.PathLike[str] | None = None,
     force: bool = False,
@@ -155,10 +158,10 @@ def publish_snapshot(
     ``marker`` (a small JSON file in the sync state folder) remembers which ledger
     generation, sources and vector setting the snapshot was published from: when they
     are unchanged (and not ``force``) nothing is written and None is returned; a publish
-    that failed is therefore retried by the next run. With ``embedder``, vectors are saved
-    at ``vectors_path``; without one, a vector file there is deleted (it would no longer
-    match, and may hold the vectors of withdrawn text). A failed write leaves the
-    previous snapshot as it was.
+    that failed is therefore retried by the next run. With ``embedder``, the snapshot
+    holds the vectors (see the module docstring); a legacy ``<path>.vectors`` file is
+    deleted (it would no longer match, and may hold the vectors of withdrawn text). A
+    failed embedding or write leaves the previous snapshot as it was.
     """
     target = Path(path)
     stamp = {
@@ -182,15 +185,16 @@ def publish_snapshot(
     published = None if previous is None or record is None else record["evidence"]
     evidence = ledger.current_evidence(sources)
     kb = updated_knowledge_base(previous, ledger, sources, changes, published)
-    kb.save(target)
-    saved_vectors = None
-    if vectors_path is not None:
-        side = Path(vectors_path)
-        if embedder is not None:
-            VectorIndex.build(kb, embedder).save(side)
-            saved_vectors = str(side)
-        elif side.exists():
-            side.unlink()
+    vectors = None
+    if embedder is not None:
+        held = None if previous is None else VectorIndex.from_section(previous)
+        vectors = (
+            VectorIndex.build(kb, embedder)
+            if held is None or previous is None
+            else held.updated(previous, kb, embedder)
+        )
+    with_vectors(kb, vectors).save(target)
+    remove_side_file(target)
     if mark is not None:
         content_hash = KnowledgeBase.describe_snapshot(target)["source_manifest_hash"]
         written = {**stamp, "content_hash": content_hash, "evidence": evidence}
@@ -203,7 +207,7 @@ def publish_snapshot(
         path=str(target),
         chunks=len(kb),
         documents=documents,
-        vectors=saved_vectors,
+        vectors=None if vectors is None else vectors.model_id,
         seconds=time.perf_counter() - started,
         rebuilt=not updated,
         mode="update" if updated else "rebuild",

@@ -171,7 +171,6 @@ class Syncer:
             snapshot,
             [s.id for s in self.config.sources],
             changes or SnapshotChanges(),
-            vectors_path=snapshot.with_name(snapshot.name + ".vectors"),
             embedder=self.embedder,
             marker=self.config.state / "published.json",
             force=force,
