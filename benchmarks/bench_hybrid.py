@@ -11,7 +11,11 @@
   the query embedding (``--rounds`` interleaved rounds, median of the rounds), as wall
   time and as this process's CPU time (steadier on a shared machine), nDCG@10 of each,
   matrix memory, and the ratios hybrid/lexical and groundwire/peer. groundwire runs with
-  float32 vectors (exact, the default) and int8 vectors (``--dtypes``).
+  float32 vectors searched by the default scan (``groundwire/float32``: int8 codes, the
+  pool rescored in float32, certified equal to the full scan; the script checks the
+  lists are identical), by the full float32 scan (``groundwire/f32-full``, the reference)
+  and int8 vectors (``--dtypes``). The load average is printed: on the shared machine
+  wall times move with it, CPU times less.
 - **Peer hybrid:** bm25s top 100 (Lucene BM25, k1 1.5, b 0.75, the same stop words and
   stemmer) and numpy cosine top 100, fused with the same weighted min-max formula over
   the union (BM25 of union members from bm25s' full score vector).
@@ -127,11 +131,24 @@ def main() -> None:
         return search
 
     systems: dict[str, Callable[[str, str], list[str]]] = {}
+    indexes: dict[str, VectorIndex] = {}
     for dtype in args.dtypes.split(","):
         index = vectors if dtype == "float32" else VectorIndex(
             vectors.ids, vectors.matrix(), vectors.model_id, dtype=dtype  # type: ignore[arg-type]
         )  # fmt: skip
-        systems[f"groundwire/{dtype}"] = ours(index)
+        indexes[f"groundwire/{dtype}"] = index
+        if dtype == "float32":  # the default scan (int8 codes, exact rescoring) and the full one
+            indexes["groundwire/f32-full"] = index.with_scan("full")
+    for name, index in indexes.items():
+        systems[name] = ours(index)
+    if "groundwire/f32-full" in indexes:
+        exact, rescored = indexes["groundwire/f32-full"], indexes["groundwire/float32"]
+        same = sum(
+            exact.search(qvec[text], depth) == rescored.search(qvec[text], depth)
+            for _, text in queries
+            for depth in (10, 100)
+        )
+        print(f"rescored scan = full scan (hits and scores): {same}/{2 * len(queries)} lists")
     systems["peer"] = peer
     latency: dict[tuple[str, str], list[float]] = {}
     cpu: dict[tuple[str, str], list[float]] = {}
@@ -150,15 +167,16 @@ def main() -> None:
                 latency.setdefault((system, mode), []).append(took)
                 took_cpu = (time.process_time() - started_cpu) * 1000 / len(queries)
                 cpu.setdefault((system, mode), []).append(took_cpu)
+    print(f"load average (1, 5, 15 min): {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"build: groundwire {build_gw:.2f} s (vectors from cache), peer {build_peer:.2f} s")
     print(
         f"vector matrix: {vectors.nbytes / 2**20:.1f} MiB float32, "
         f"{len(vectors)} x {vectors.dimensions}"
     )
-    print(f"{'system':<19} {'mode':<8} {'wall ms':>8} {'cpu ms':>8} {'nDCG@10':>8}")
+    print(f"{'system':<20} {'mode':<8} {'wall ms':>8} {'cpu ms':>8} {'nDCG@10':>8}")
     for (system, mode), values in latency.items():
         print(
-            f"{system:<19} {mode:<8} {statistics.median(values):>8.3f} "
+            f"{system:<20} {mode:<8} {statistics.median(values):>8.3f} "
             f"{statistics.median(cpu[(system, mode)]):>8.3f} {quality[(system, mode)]:>8.4f}"
         )
 

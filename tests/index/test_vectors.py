@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundwire import HashingEmbedder, IndexFormatError, KnowledgeBase, QueryError, VectorIndex
+from groundwire.index import _dense
 from groundwire.index.vectors import embedding_text
 from groundwire.model import KnowledgeEntry
 
@@ -38,6 +39,51 @@ def test_search_equals_brute_force_over_allowed_rows(share: float, k: int, seed:
     assert docs == _exact(index, query, k, mask)
     assert all(mask[d] for d in docs)  # a denied row never appears nor takes a slot
     assert scores == sorted(scores, reverse=True)
+
+
+_LARGE = _random_index(3000, 48)  # above 2 x the pool of k = 40: the rescored scan runs
+
+
+@settings(max_examples=30, deadline=None)
+@given(share=st.floats(0.0, 1.0), k=st.integers(1, 40), seed=st.integers(0, 1000))
+def test_the_rescored_scan_equals_the_full_scan_bit_for_bit(
+    share: float, k: int, seed: int
+) -> None:
+    """The default scan (int8 codes, a pool rescored in float32) returns the full float32
+    scan's hits and scores exactly, and applies the mask before top-k."""
+    if not _dense.available():
+        pytest.skip(f"dense kernel: {_dense.unavailable_reason()}")
+    assert _LARGE.scan == "rescored"
+    full = _LARGE.with_scan("full")
+    rng = np.random.default_rng(seed)
+    mask = rng.random(len(_LARGE)) < share
+    query = _LARGE.check_query(rng.standard_normal(_LARGE.dimensions))
+    for allowed in (mask, None):
+        docs, scores = _LARGE.search(query, k, allowed)
+        assert (docs, scores) == full.search(query, k, allowed)
+        assert all(allowed is None or allowed[d] for d in docs)  # denied rows take no slot
+    assert docs == _exact(_LARGE, query, k, np.ones(len(_LARGE), dtype=bool))
+
+
+def test_an_uncertified_pool_falls_back_to_the_full_scan() -> None:
+    """Rows whose code scores crowd the cutoff cannot be certified: the full scan answers,
+    so the result is still exact (here every row scores almost the same)."""
+    if not _dense.available():
+        pytest.skip(f"dense kernel: {_dense.unavailable_reason()}")
+    rng = np.random.default_rng(3)
+    base = np.ones((2000, 32), dtype=np.float32)
+    matrix = base + 1e-4 * rng.standard_normal(base.shape).astype(np.float32)
+    index = VectorIndex([f"r{i:05d}" for i in range(2000)], matrix, "m")
+    query = index.check_query(np.ones(32))
+    view = index._kernel()
+    assert view is not None
+    rows, scores, certified = _dense.topk_rescored(view, index._code_view(), query, 10, 84, None)
+    assert not certified
+    assert (rows.tolist(), scores.astype(np.float64).tolist()) == index.with_scan("full").search(
+        query, 10
+    )
+    with pytest.raises(Exception, match="scan="):
+        index.with_scan("approximate")  # type: ignore[arg-type]
 
 
 def test_ties_break_on_position_and_zero_vectors_never_return() -> None:

@@ -16,7 +16,18 @@
  * result is a strict total order whatever the scan order.
  *
  * Entry points: gw_dense_abi_version; gw_dense_topk (k best rows allowed by two
- * optional byte masks); gw_dense_rows (scores of given rows).
+ * optional byte masks); gw_dense_rows (scores of given rows); gw_dense_topk_rescored
+ * (the same k best float32 rows as gw_dense_topk, found through int8 codes of the rows).
+ *
+ * Rescored top-k: a first pass scores the int8 codes (a quarter of the bytes, so the
+ * scan stays in cache instead of streaming the float32 matrix from memory) and keeps a
+ * pool of the best; the pool is scored exactly in float32 (gw_dot_f32, as gw_dense_topk
+ * scores) and its k best are the answer *when certified*: every row left out of the pool
+ * has a code score <= the pool's worst code score c, and its float32 score is within
+ * `bound` of its code score (the caller bounds the quantization error of rows and query
+ * plus float rounding), so if c + bound < the k-th exact score no row outside can enter
+ * the top k. Otherwise the full float32 scan answers. Either way the result equals
+ * gw_dense_topk's on the float32 rows, bit for bit.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -28,7 +39,7 @@
 #endif
 
 /* Bumped whenever a signature or a semantic changes; the loader refuses a stale library. */
-#define GW_DENSE_ABI 1
+#define GW_DENSE_ABI 2
 #define GW_LANES 16
 /* int16 query times int8 row: |product| <= 32767 * 127, so 512 of them fit an int32. */
 #define GW_I8_BLOCK 512
@@ -147,4 +158,98 @@ GW_EXPORT GW_CLONES int64_t gw_dense_rows(const void *matrix, int64_t dtype, int
     for (int64_t j = 0; j < count; j++)
         out[j] = gw_score(matrix, (int)dtype, d, qf, qi, qs, scale, rows[j]);
     return 0;
+}
+
+/* The value of rank `m` (0-based, descending) among a[0..n) (reordered): Hoare's select. */
+static float gw_select_desc(float *a, int64_t n, int64_t m) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float pivot = a[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > pivot) i++;
+            while (a[j] < pivot) j--;
+            if (i <= j) {
+                float t = a[i]; a[i] = a[j]; a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (m <= j) hi = j;
+        else if (m >= i) lo = i;
+        else return a[m];
+    }
+    return a[m];
+}
+
+static void gw_heap_sort(float *s, int64_t *r, int64_t size) {
+    for (int64_t end = size - 1; end > 0; end--) {
+        float ts = s[0]; s[0] = s[end]; s[end] = ts;
+        int64_t tr = r[0]; r[0] = r[end]; r[end] = tr;
+        gw_sift(s, r, end, 0);
+    }
+}
+
+/* Push (s, i) into the min-heap of the best `room` (size *size). */
+static inline void gw_keep(float *scores, int64_t *rows, int64_t *size, int64_t room, float s,
+                           int64_t i) {
+    if (*size < room) {
+        scores[*size] = s;
+        rows[*size] = i;
+        gw_sift_up(scores, rows, (*size)++);
+    } else if (gw_worse(scores[0], rows[0], s, i)) {
+        scores[0] = s;
+        rows[0] = i;
+        gw_sift(scores, rows, *size, 0);
+    }
+}
+
+/* The k best float32 rows (as gw_dense_topk), through a pool of at most `pool` >= k int8-code
+ * candidates (codes/code_scale: the rows' int8 codes and scales, qi/qscale: the int16
+ * query, bound: how far a code score may be from the float32 score). work_rows,
+ * work_scores and work_copy have room for n. *certified is 1 when the pool answered, 0
+ * when the full float32 scan did. Returns how many rows (<= k), or -1. */
+GW_EXPORT GW_CLONES int64_t gw_dense_topk_rescored(
+    const float *matrix, const int8_t *codes, const float *code_scale, int64_t n, int64_t d,
+    const float *qf, const int16_t *qi, double qscale, double bound, const uint8_t *mask,
+    const uint8_t *valid, int64_t k, int64_t pool, int64_t *work_rows, float *work_scores,
+    float *work_copy, int64_t *out_rows, float *out_scores, int64_t *certified) {
+    if (n < 0 || d < 1 || k < 1 || pool < k || !matrix || !codes || !code_scale || !qf || !qi)
+        return -1;
+    float qs = (float)qscale;
+    int64_t seen = 0; /* allowed rows, packed with their code scores */
+    for (int64_t i = 0; i < n; i++) {
+        if ((mask && !mask[i]) || (valid && !valid[i])) continue;
+        work_rows[seen] = i;
+        work_scores[seen++] = (float)gw_dot_i8(codes + i * d, qi, d) * (code_scale[i] * qs);
+    }
+    int64_t size = 0;
+    int ok = 1;
+    if (seen <= pool) { /* every allowed row is in the pool: nothing is left out */
+        for (int64_t j = 0; j < seen; j++) {
+            int64_t i = work_rows[j];
+            gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
+        }
+    } else {
+        /* cutoff: the (pool+1)-th best code score. The pool is the rows above it (at most
+           `pool`); every row left out scores <= cutoff. */
+        for (int64_t j = 0; j < seen; j++) work_copy[j] = work_scores[j];
+        float cutoff = gw_select_desc(work_copy, seen, pool);
+        for (int64_t j = 0; j < seen; j++) {
+            if (!(work_scores[j] > cutoff)) continue;
+            int64_t i = work_rows[j];
+            gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
+        }
+        ok = size == k && (double)cutoff + bound < (double)out_scores[0];
+    }
+    *certified = ok;
+    if (!ok) { /* not certified: the full float32 scan answers */
+        size = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if ((mask && !mask[i]) || (valid && !valid[i])) continue;
+            gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
+        }
+    }
+    gw_heap_sort(out_scores, out_rows, size);
+    return size;
 }

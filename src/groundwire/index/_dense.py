@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Matrix", "available", "rows", "topk", "unavailable_reason"]
+__all__ = ["Codes", "Matrix", "available", "rows", "topk", "topk_rescored", "unavailable_reason"]
 
 # Must match DENSE_LIBRARY in hatch_build.py.
 _LIBRARY = "_gwdense" + (
     ".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so"
 )
-_ABI_VERSION = 1  # GW_DENSE_ABI in _dense.c
+_ABI_VERSION = 2  # GW_DENSE_ABI in _dense.c
 _TYPES = {np.dtype(np.float32): 0, np.dtype(np.int8): 1}
 _I16_MAX = 32767.0
 
@@ -59,6 +59,11 @@ def _load() -> ctypes.CDLL | None:
             lib.gw_dense_topk.restype = _I64
             lib.gw_dense_rows.argtypes = [*_ARGS, _P, _I64, _P]
             lib.gw_dense_rows.restype = _I64
+            lib.gw_dense_topk_rescored.argtypes = [
+                _P, _P, _P, _I64, _I64, _P, _P, _F64, _F64, _P, _P, _I64, _I64,
+                _P, _P, _P, _P, _P, _P,
+            ]  # fmt: skip
+            lib.gw_dense_topk_rescored.restype = _I64
         except (OSError, AttributeError) as exc:
             _reason = f"{path} could not be loaded: {exc}"
             return None
@@ -168,3 +173,80 @@ def rows(
     if status < 0:
         raise ValueError("dense kernel refused a row outside the matrix")
     return out
+
+
+#: Unit roundoff of float32: float rounding in both scores is bounded by a few of these
+#: per dimension (the certificate's margin, see :meth:`Codes.bound`).
+_F32_EPS = 2.0**-24
+
+
+class Codes:
+    """int8 codes of a float32 matrix's rows (row scale = largest magnitude / 127) and the
+    largest quantization error ``max |x - x^|`` and code length ``max |x^|`` over rows:
+    what :func:`topk_rescored` scans and how far a code score may be from the exact one."""
+
+    __slots__ = ("codes", "max_error", "max_norm", "scale")
+
+    def __init__(self, matrix: npt.NDArray[np.float32], block: int = 16_384) -> None:
+        n, d = matrix.shape
+        self.codes = np.empty((n, d), dtype=np.int8)
+        self.scale = np.empty(n, dtype=np.float32)
+        error, norm = 0.0, 0.0
+        for start in range(0, n, block):  # in blocks: a memory map is read once, in order
+            rows = np.asarray(matrix[start : start + block], dtype=np.float64)
+            peak = np.abs(rows).max(axis=1) if rows.shape[1] else np.zeros(rows.shape[0])
+            scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+            codes = np.clip(np.rint(rows / scale[:, None]), -127, 127).astype(np.int8)
+            approx = codes.astype(np.float64) * scale.astype(np.float64)[:, None]
+            if rows.shape[0]:
+                error = max(error, float(np.linalg.norm(rows - approx, axis=1).max()))
+                norm = max(norm, float(np.linalg.norm(approx, axis=1).max()))
+            self.codes[start : start + block], self.scale[start : start + block] = codes, scale
+        self.max_error, self.max_norm = error, norm
+
+    def bound(
+        self, query: npt.NDArray[np.float32], quantized: npt.NDArray[np.int16], step: float
+    ) -> float:
+        """How far any row's code score can be from its float32 score for ``query``
+        (``quantized * step`` its int16 form): Cauchy-Schwarz on the row and query
+        errors, plus float rounding of both scores (generously)."""
+        exact = query.astype(np.float64)
+        query_error = float(np.linalg.norm(exact - quantized.astype(np.float64) * step))
+        length = float(np.linalg.norm(exact))
+        rounding = 4.0 * (int(query.shape[0]) + 16) * _F32_EPS * length * (1.0 + self.max_error)
+        return self.max_error * length + self.max_norm * query_error + rounding + 1e-6
+
+
+def topk_rescored(
+    view: Matrix,
+    codes: Codes,
+    query: npt.NDArray[np.float32],
+    k: int,
+    pool: int,
+    mask: npt.NDArray[np.bool_] | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], bool]:
+    """:func:`topk` of a float32 ``view`` found through ``codes`` (a pool of ``pool`` >= k
+    code candidates rescored exactly), and whether the pool was certified (else the full
+    scan answered)."""
+    lib = _library
+    assert lib is not None
+    assert view.dtype == 0
+    peak = float(np.abs(query).max()) if query.shape[0] else 0.0
+    step = peak / _I16_MAX if peak > 0 else 1.0
+    quantized = np.rint(query / np.float32(step)).astype(np.int16)
+    room = max(1, min(k, view.n))
+    work_rows = np.empty(view.n, dtype=np.int64)
+    work_scores = np.empty((2, view.n), dtype=np.float32)  # code scores, and a copy to select
+    out_rows = np.empty(room, dtype=np.int64)
+    out_scores = np.empty(room, dtype=np.float32)
+    certified = np.zeros(1, dtype=np.int64)
+    count = lib.gw_dense_topk_rescored(
+        view.matrix, _address(codes.codes), _address(codes.scale), view.n, view.d,
+        _address(query), _address(quantized), step, codes.bound(query, quantized, step),
+        _address(mask), view.valid, room, max(room, pool), _address(work_rows),
+        _address(work_scores[0]), _address(work_scores[1]), _address(out_rows),
+        _address(out_scores), _address(certified),
+    )  # fmt: skip
+    if count < 0:
+        raise ValueError("dense kernel refused its arguments")
+    return out_rows[:count], out_scores[:count], bool(certified[0])

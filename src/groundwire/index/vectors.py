@@ -23,6 +23,13 @@ by the C dense kernel (:mod:`groundwire.index._dense`) in place, in one pass, ma
 applied during the scan; without it (or for float16) numpy scores them. Above a size
 threshold an attached ANN index answers instead (:mod:`groundwire.index.ann`).
 
+**Scan** (:attr:`VectorIndex.scan`, float32 rows): ``"rescored"`` (the default) scans int8
+codes of the rows (made on first search, a quarter of the bytes) and rescores the best
+``2k + 64`` in float32; a certificate (the pool's worst code score plus a bound on the
+quantization and rounding error is below the k-th exact score) proves no row left out
+could enter the top k, else the full scan answers. Hits and scores are those of
+``"full"`` (every float32 row read, the reference exact mode) bit for bit.
+
 **Where they are kept**: in the snapshot, as its ``vectors`` section (:meth:`section`,
 :meth:`from_section`; covered by the manifest and checksums like every other array,
 memory-mapped on load). :meth:`updated` brings vectors to an updated knowledge base,
@@ -40,7 +47,14 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from groundwire.config import DEFAULT_ANN_THRESHOLD, VECTOR_DTYPES
+from groundwire.config import (
+    DEFAULT_ANN_THRESHOLD,
+    DEFAULT_DENSE_SCAN,
+    DENSE_RESCORE_EXTRA,
+    DENSE_RESCORE_FACTOR,
+    DENSE_SCANS,
+    VECTOR_DTYPES,
+)
 from groundwire.embed.base import Embedder, Matrix, check_embedder, first_row, normalize_rows
 from groundwire.errors import ConfigError, IndexFormatError, KnowledgeIndexError, QueryError
 from groundwire.index import _dense
@@ -67,9 +81,16 @@ def _ids_digest(ids: Sequence[str]) -> str:
 
 
 VectorDtype = Literal["float32", "float16", "int8"]
+DenseScan = Literal["rescored", "full"]
 MaskArray = npt.NDArray[np.bool_]
 #: Rows scored per block when the stored type must be widened to float32 first.
 _BLOCK = 16_384
+
+
+def _check_scan(scan: object) -> DenseScan:
+    if scan not in DENSE_SCANS:
+        raise ConfigError(f"scan={scan!r} is invalid: expected one of {DENSE_SCANS}")
+    return scan  # type: ignore[return-value]
 
 
 def embedding_text(entry: KnowledgeEntry) -> str:
@@ -116,6 +137,7 @@ class VectorIndex:
 
     __slots__ = (
         "_ann",
+        "_codes",
         "_matrix",
         "_nonzero",
         "_scale",
@@ -124,6 +146,7 @@ class VectorIndex:
         "dtype",
         "ids",
         "model_id",
+        "scan",
     )
 
     def __init__(
@@ -133,8 +156,10 @@ class VectorIndex:
         model_id: str,
         *,
         dtype: VectorDtype = "float32",
+        scan: DenseScan = DEFAULT_DENSE_SCAN,
     ) -> None:
-        """Vectors (one row per id, in the knowledge base's position order)."""
+        """Vectors (one row per id, in the knowledge base's position order); ``scan`` says
+        how exact search reads float32 rows (see the module docstring)."""
         if dtype not in VECTOR_DTYPES:
             raise ConfigError(f"dtype={dtype!r} is invalid: expected one of {VECTOR_DTYPES}")
         matrix = np.asarray(vectors)
@@ -153,6 +178,8 @@ class VectorIndex:
         self._nonzero: MaskArray = np.abs(unit).sum(axis=1) > 0
         self._ann: AnnSearcher | None = None
         self._view: _dense.Matrix | bool | None = False  # the kernel's view, made on first use
+        self._codes: _dense.Codes | None = None  # int8 codes of float32 rows, on first use
+        self.scan: DenseScan = _check_scan(scan)
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -176,6 +203,13 @@ class VectorIndex:
             matrix = np.zeros((0, embedder.dimensions), dtype=np.float32)
         return cls([entry.id for entry in entries], matrix, embedder.model_id, dtype=dtype)
 
+    def with_scan(self, scan: DenseScan) -> VectorIndex:
+        """A copy of this index (sharing its arrays) whose exact search scans as ``scan``
+        says: ``"full"`` (every float32 row, the reference) or ``"rescored"``."""
+        copy = self.with_ann(self._ann)
+        copy.scan = _check_scan(scan)
+        return copy
+
     def with_ann(self, ann: AnnSearcher | None) -> VectorIndex:
         """A copy of this index (sharing its arrays) that ``ann`` answers large searches for."""
         copy = VectorIndex.__new__(VectorIndex)
@@ -197,6 +231,8 @@ class VectorIndex:
         part._nonzero = self._nonzero[rows]
         part._ann = None
         part._view = False
+        part._codes = None
+        part.scan = self.scan
         return part
 
     @property
@@ -287,7 +323,8 @@ class VectorIndex:
 
         ``mask`` (from ``KnowledgeBase.eligibility``) is applied before top-k. With an ANN
         index attached and more than the ANN threshold of vectors, the ANN index answers
-        unless ``exact``.
+        unless ``exact``. Exact search returns the same hits and scores whatever
+        :attr:`scan` is (``"rescored"`` only reads fewer bytes).
         """
         n = len(self.ids)
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -298,6 +335,17 @@ class VectorIndex:
             allowed = self._nonzero if mask is None else mask & self._nonzero
             return self._ann.search(query, k, None if mask is None else allowed)
         view = self._kernel()
+        pool = k * DENSE_RESCORE_FACTOR + DENSE_RESCORE_EXTRA
+        if view is not None and self._rescored(pool):
+            rows, values, _ = _dense.topk_rescored(
+                view,
+                self._code_view(),
+                np.ascontiguousarray(query, dtype=np.float32),
+                k,
+                pool,
+                None if mask is None else np.ascontiguousarray(mask),
+            )
+            return rows.tolist(), values.astype(np.float64).tolist()
         if view is not None:  # one pass over the stored rows, the masks applied in place
             rows, values = _dense.topk(
                 view,
@@ -317,6 +365,18 @@ class VectorIndex:
             return _top(docs, self.scores(query, docs), k)
         scores = self.scores(query)
         return _top(docs, scores[docs], k)
+
+    def _rescored(self, pool: int) -> bool:
+        """Whether search goes through int8 codes: float32 rows, scan "rescored", and
+        enough rows that a pool is a small part of them."""
+        return self.scan == "rescored" and self.dtype == "float32" and len(self.ids) > 2 * pool
+
+    def _code_view(self) -> _dense.Codes:
+        codes = self._codes
+        if codes is None:
+            codes = _dense.Codes(np.asarray(self._matrix, dtype=np.float32))
+            self._codes = codes
+        return codes
 
     # -- files ------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -354,6 +414,7 @@ class VectorIndex:
         index.ids, index.model_id = tuple(ids), model_id
         index.dimensions, index.dtype = int(matrix.shape[1]), matrix.dtype.name  # type: ignore[assignment]
         index._matrix, index._scale, index._ann, index._view = matrix, scale, None, False
+        index._codes, index.scan = None, DEFAULT_DENSE_SCAN
         index._nonzero = (
             np.abs(index._rows(np.arange(len(index.ids)))).sum(axis=1) > 0
             if index.ids
