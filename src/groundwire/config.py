@@ -1374,6 +1374,8 @@ class MemoryPipelineConfig:
         for name in ("aspect_delta", "aspect_min_weight", "stale_days", "decay_rate"):
             _finite(name, getattr(self, name))
         _finite("aspect_max_weight", self.aspect_max_weight, minimum=float(self.aspect_min_weight))
+
+
 # --- Source sync, custody and evidence (docs/SYNC.md) ---------------------------------------
 #: Changes a provider hands over per batch: the unit that is checkpointed and replayed after
 #: a crash; a few hundred keeps a replay cheap and one IMAP FETCH or Drive page in memory.

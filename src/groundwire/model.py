@@ -64,6 +64,7 @@ FailureReason = Literal[
     "budget-exhausted",
     "timeout",
     "error",
+    "backend-unavailable",
 ]
 #: Every reason a grounding turn can come back without a knowledge block.
 FAILURE_REASONS: Final[tuple[str, ...]] = get_args(FailureReason)

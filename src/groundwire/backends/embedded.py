@@ -22,6 +22,7 @@ from groundwire.index.knowledge_base import KnowledgeBase, check_k, check_query
 from groundwire.index.lexical import MaskArray
 from groundwire.index.vectors import VectorIndex
 from groundwire.model import Filter, KnowledgeEntry, Scope
+from groundwire.retrieve.gate import noise_level, term_rows
 from groundwire.text import Analyzer
 
 __all__ = ["EmbeddedBackend"]
@@ -159,6 +160,16 @@ class EmbeddedBackend:
         allowed = {e.id for e in found} | set(links(found))
         visible = {i for i in allowed if kb.is_eligible(i, mask)}
         return [cut_links(entry, visible) for entry in found if entry.id in visible]
+
+    def term_counts(self, terms: Sequence[str], flt: Filter) -> tuple[int, list[int]]:
+        """Eligible entries, and how many of them hold each analyzed term."""
+        mask = self.mask(flt)
+        rows = term_rows(self._kb, terms, mask)
+        return int(np.count_nonzero(mask)), [int(row.shape[0]) for row in rows]
+
+    def noise_level(self, quantile: float) -> float:
+        """The snapshot's noise floor (:func:`groundwire.retrieve.gate.noise_level`)."""
+        return noise_level(self._kb, quantile)
 
     def stats(self) -> BackendStats:
         """What the snapshot holds."""

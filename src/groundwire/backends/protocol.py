@@ -9,7 +9,10 @@ declarative :class:`~groundwire.Filter` applied *before* any top-k:
   phrase in the query, scored with the exact and alias boosts;
 * :meth:`SearchBackend.dense` — cosine of a unit query vector with each entry's vector;
 * :meth:`SearchBackend.fetch` / :meth:`SearchBackend.stats` — records by id, and what the
-  backend holds.
+  backend holds;
+* :meth:`SearchBackend.term_counts` / :meth:`SearchBackend.noise_level` — what the
+  relevance gate reads (document frequencies under the filter, the noise floor), so a
+  grounding turn over a backend gates as the embedded one does.
 
 Every list is best first, ties broken on id by code point; every hit carries an
 ``explanation`` (per-field contributions for lexical, the boosts for phrase, the cosine
@@ -96,6 +99,16 @@ class SearchBackend(Protocol):
 
     def stats(self) -> BackendStats:
         """Counts and parameters of what the backend holds."""
+        ...
+
+    def term_counts(self, terms: Sequence[str], flt: Filter) -> tuple[int, list[int]]:
+        """How many entries ``flt`` admits, and how many of those hold each analyzed term
+        in a lexical field (the relevance gate's document frequencies)."""
+        ...
+
+    def noise_level(self, quantile: float) -> float:
+        """What one coincidental term scores here: the ``quantile`` of the best score each
+        indexed term earns any entry on its own (the relevance gate's noise floor)."""
         ...
 
 

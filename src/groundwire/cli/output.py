@@ -35,7 +35,7 @@ EXIT_USAGE = 2
 
 ROLES = ("user", "assistant")
 #: Failure reasons that mean grounding could not run at all (as opposed to "found nothing").
-BROKEN = frozenset({"index-not-ready", "timeout", "error"})
+BROKEN = frozenset({"index-not-ready", "timeout", "error", "backend-unavailable"})
 REASONS = {
     "disabled": "grounding is disabled",
     "empty-query": "the query is empty",
@@ -45,6 +45,7 @@ REASONS = {
     "budget-exhausted": "no selected entry fits in the token budget",
     "timeout": "grounding took longer than its time budget",
     "error": "grounding failed unexpectedly",
+    "backend-unavailable": "the search backend (Milvus) failed; see the log",
 }
 
 

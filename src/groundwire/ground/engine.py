@@ -32,10 +32,12 @@ from functools import partial
 from typing import Any, Literal
 
 from groundwire.access.authorize import check_callback, predicate_of
+from groundwire.backends.protocol import SearchBackend
 from groundwire.config import ContextConfig, GroundingConfig, RetrievalConfig
 from groundwire.context import assemble_context
 from groundwire.embed.base import Embedder
-from groundwire.errors import ConfigError, QueryError
+from groundwire.errors import BackendError, ConfigError, QueryError
+from groundwire.ground.backend_selection import select_from_backend
 from groundwire.index.cache import SnapshotCache, default_cache
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.vector_files import snapshot_vectors
@@ -168,9 +170,11 @@ class GroundingEngine:
         self._clock = clock
         # The snapshot and its vectors, swapped as one reference: a turn uses one pair.
         self._served: tuple[KnowledgeBase, VectorIndex | None] | None = None
+        self._backend: SearchBackend | None = None  # set by from_backend: turns rank there
         self._snapshot_path: str | os.PathLike[str] | None = None  # set by from_snapshot
         self._verify: Literal["full", "manifest"] = "full"
         self._issues: tuple[ValidationIssue, ...] = ()
+        self._entry_count = 0  # a backend's last known count (from_backend)
         self._last_error: str | None = None
         self._build_lock = threading.Lock()
         self._built = threading.Event()
@@ -257,6 +261,43 @@ class GroundingEngine:
             raise
         return engine
 
+    @classmethod
+    def from_backend(
+        cls,
+        backend: SearchBackend,
+        config: GroundingConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> GroundingEngine:
+        """An engine whose turns rank the entries a search backend holds (Milvus), ready
+        at once; ``config`` gives the per-turn settings and must not list sources.
+
+        Each turn is the embedded one with the backend ranking (docs/MILVUS.md,
+        ``ground.backend_selection``): same filter before top-k, relevance gate, scope
+        rules, expansion, budget, citations and outcome. A backend that fails mid-turn
+        gives the ``backend-unavailable`` failure reason (the turn goes on without
+        knowledge; ``status().last_error`` says why); nothing is returned from it.
+        """
+        config = config if config is not None else GroundingConfig()
+        if not isinstance(config, GroundingConfig):
+            raise TypeError(f"config must be a GroundingConfig, got {type(config).__name__}")
+        if not isinstance(backend, SearchBackend):
+            raise TypeError(f"backend must be a SearchBackend, got {type(backend).__name__}")
+        if config.sources:
+            raise ConfigError(
+                "from_backend serves what the backend holds: leave GroundingConfig.sources "
+                "empty (sync the backend with sync_milvus or groundwire export)"
+            )
+        engine = cls(config, clock=clock)
+        engine._backend = backend
+        engine._entry_count = backend.stats().count
+        return engine
+
+    @property
+    def backend(self) -> SearchBackend | None:
+        """The search backend turns rank on (None: the installed snapshot)."""
+        return self._backend
+
     def _install(self, snapshot: KnowledgeBase, path: str | os.PathLike[str]) -> None:
         self._serve(snapshot, path)
         self._snapshot_path = path
@@ -295,6 +336,7 @@ class GroundingEngine:
         one keeps serving and ``status().last_error`` says why.
         """
         self._built.wait()
+        self._no_backend("reload()")
         target = path if path is not None else self._snapshot_path
         if target is None:
             raise ConfigError(
@@ -310,10 +352,17 @@ class GroundingEngine:
                 self._last_error = f"{type(exc).__name__}: {exc}"
         return self.status()
 
+    def _no_backend(self, what: str) -> None:
+        if self._backend is not None:
+            raise ConfigError(
+                f"{what} swaps snapshots; this engine reads a search backend live: update "
+                "the backend (sync_milvus, groundwire export) and turns see it"
+            )
+
     def ready(self, timeout: float | None = None) -> bool:
         """Wait for the initial build (up to ``timeout`` seconds); True if a snapshot is ready."""
         self._built.wait(timeout)
-        return self._snapshot is not None
+        return self._snapshot is not None or self._backend is not None
 
     async def aready(self, timeout: float | None = None) -> bool:
         """Async :meth:`ready`."""
@@ -322,10 +371,13 @@ class GroundingEngine:
     def status(self) -> GroundingStatus:
         """Enabled, ready, entry count, last error and every validation issue."""
         snapshot = self._snapshot
+        if self._backend is not None:
+            with contextlib.suppress(BackendError):  # unreachable: the last count it gave
+                self._entry_count = self._backend.stats().count
         return GroundingStatus(
             enabled=self._config.enabled,
-            ready=snapshot is not None,
-            entry_count=len(snapshot) if snapshot is not None else 0,
+            ready=snapshot is not None or self._backend is not None,
+            entry_count=len(snapshot) if snapshot is not None else self._entry_count,
             last_error=self._last_error,
             validation_issues=self._issues,
         )
@@ -340,6 +392,7 @@ class GroundingEngine:
         started with :meth:`from_snapshot` and no ``sources`` reloads its snapshot.
         """
         self._built.wait()
+        self._no_backend("rebuild()")
         if sources is None and not self._config.sources and self._snapshot_path is not None:
             return self.reload()
         self._build(self._config.sources if sources is None else sources)
@@ -398,7 +451,9 @@ class GroundingEngine:
         deadline = started + self._config.timeout_ms / 1000.0
         if not self._built.wait(max(0.0, deadline - self._clock())):
             return self._failure("index-not-ready", started)
-        served = self._served
+        served: tuple[KnowledgeBase, VectorIndex | None] | SearchBackend | None = (
+            self._served if self._backend is None else self._backend
+        )
         if served is None:
             return self._failure("index-not-ready", started)
         try:
@@ -419,6 +474,10 @@ class GroundingEngine:
         except (QueryError, TypeError) as exc:  # bad input: say so without a traceback
             logger.warning("knowledge grounding skipped: %s", exc)
             return self._failure("error", started)
+        except BackendError as exc:  # fail open: the turn goes on without knowledge
+            logger.warning("knowledge grounding skipped: the search backend failed: %s", exc)
+            self._last_error = f"backend: {exc}"
+            return self._failure("backend-unavailable", started)
         except Exception:
             logger.exception("knowledge grounding failed; continuing without knowledge")
             return self._failure("error", started)
@@ -455,7 +514,7 @@ class GroundingEngine:
 
     def _run(
         self,
-        served: tuple[KnowledgeBase, VectorIndex | None],
+        served: tuple[KnowledgeBase, VectorIndex | None] | SearchBackend,
         query: str,
         recent_turns: Sequence[Turn | Mapping[str, Any]] | None,
         scope: Scope | Mapping[str, Any] | None,
@@ -472,16 +531,22 @@ class GroundingEngine:
             query=query, recent_turns=_turns(recent_turns), scope=_scope(scope), principal=principal
         )
         allow = None if config.authorize is None else predicate_of(principal, config.authorize)
-        snapshot, vectors = served
-        selection = retrieve(
-            snapshot,
-            request,
-            turn.retrieval,
-            turn.blocked_domains,
-            allow,
-            vectors=vectors if turn.vectors is None else turn.vectors,
-            embedder=config.embedder if turn.embedder is None else turn.embedder,
-        )
+        embedder = config.embedder if turn.embedder is None else turn.embedder
+        if isinstance(served, tuple):
+            snapshot, vectors = served
+            selection = retrieve(
+                snapshot,
+                request,
+                turn.retrieval,
+                turn.blocked_domains,
+                allow,
+                vectors=vectors if turn.vectors is None else turn.vectors,
+                embedder=embedder,
+            )
+        else:
+            selection = select_from_backend(
+                served, request, turn.retrieval, turn.blocked_domains, allow, embedder=embedder
+            )
         context = assemble_context(
             [item.entry for item in selection.primary], selection.expanded, turn.context
         )

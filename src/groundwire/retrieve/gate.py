@@ -37,14 +37,17 @@ import numpy as np
 from groundwire.config import RelevanceGate
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import IntArray, MaskArray
-from groundwire.text import query_stopwords
+from groundwire.text import Analyzer, query_stopwords
 
 __all__ = [
     "Gated",
     "QueryEvidence",
     "gate_candidates",
+    "idf",
+    "informative_terms",
     "measure_noise",
     "noise_level",
+    "noise_table",
     "query_evidence",
     "term_rows",
 ]
@@ -121,16 +124,32 @@ def noise_level(kb: KnowledgeBase, quantile: float) -> float:
 
 def measure_noise(kb: KnowledgeBase, quantile: float) -> float:
     """:func:`noise_level` computed afresh, not remembered (for throwaway snapshots)."""
+    best = _best_term_scores(kb)
+    level = 0.0
+    if best.shape[0]:
+        at = int(quantile * (best.shape[0] - 1))  # the lower of the two nearest ranks
+        level = float(np.partition(best, at)[at])
+    return level
+
+
+def noise_table(kb: KnowledgeBase, steps: int = 100) -> list[float]:
+    """:func:`measure_noise` at the quantiles ``i / steps`` for ``i`` in ``0..steps`` (what a
+    store without the snapshot's term rows, such as Milvus, records to gate with)."""
+    best = np.sort(_best_term_scores(kb))
+    if not best.shape[0]:
+        return [0.0] * (steps + 1)
+    return [float(best[int(i / steps * (best.shape[0] - 1))]) for i in range(steps + 1)]
+
+
+def _best_term_scores(kb: KnowledgeBase) -> np.ndarray:
+    """The best score each indexed single term earns any document on its own."""
     lexical = kb.lexical
     terms = len(lexical.vocabulary)
     indptr = np.asarray(lexical.indptr[: terms + 1], dtype=np.int64)
     starts = indptr[:-1][indptr[1:] > indptr[:-1]]
-    level = 0.0
-    if starts.shape[0]:
-        best = np.maximum.reduceat(np.asarray(lexical.scores[: int(indptr[-1])]), starts)
-        at = int(quantile * (best.shape[0] - 1))  # the lower of the two nearest ranks
-        level = float(np.partition(best, at)[at])
-    return level
+    if not starts.shape[0]:
+        return np.empty(0, dtype=np.float64)
+    return np.maximum.reduceat(np.asarray(lexical.scores[: int(indptr[-1])]), starts)
 
 
 def _idf(n_docs: int, df: int) -> float:
@@ -139,10 +158,19 @@ def _idf(n_docs: int, df: int) -> float:
 
 
 def _informative(kb: KnowledgeBase, text: str) -> list[str]:
-    analyzer = kb.analyzer
+    return informative_terms(kb.analyzer, text)
+
+
+def informative_terms(analyzer: Analyzer, text: str) -> list[str]:
+    """The distinct analyzed terms of ``text`` minus query-side stop words (step 1)."""
     stop = query_stopwords(analyzer)
     words = [word for word in analyzer.words(text) if word not in stop]
     return list(dict.fromkeys(analyzer.terms(words)))
+
+
+def idf(n_docs: int, df: int) -> float:
+    """Lucene's BM25 idf, as the index scores with it (the gate's term weight)."""
+    return _idf(n_docs, df)
 
 
 def term_rows(

@@ -311,10 +311,49 @@ class MilvusBackend:
         return [found[i] for i in ids if i in found]
 
     def _count_rows(self) -> int:
+        return self._count("")
+
+    # -- what the relevance gate reads -----------------------------------------------------
+    def _count(self, expr: str) -> int:
         rows = self._conn.query(
-            filter="", output_fields=["count(*)"], consistency_level=MILVUS_CONSISTENCY
+            filter=expr, output_fields=["count(*)"], consistency_level=MILVUS_CONSISTENCY
         )
         return int(rows[0]["count(*)"]) if rows else 0
+
+    def term_counts(self, terms: Sequence[str], flt: Filter) -> tuple[int, list[int]]:
+        """Eligible rows, and how many of them hold each analyzed term (one count each).
+
+        A field holds space-joined terms, so a term is matched as a whole token by
+        ``==`` / ``like`` patterns. ``_``, ``%``, ``\\`` and ``"`` in a term become the
+        single-character wildcard (Milvus Lite 2.5.1 fails on escapes in ``like``): the
+        count may then include rows holding a look-alike term, never miss one.
+        """
+        expr = compile_filter(flt)
+        fields = [f for f in self._weights if f != BIGRAMS]
+        counts = []
+        for term in terms:
+            token = "".join("_" if ch in '_%\\"' else ch for ch in term)
+            matches = " or ".join(
+                f"t_{f} == {quote(term)} or t_{f} like {quote(token + ' %')} or "
+                f"t_{f} like {quote('% ' + token + ' %')} or t_{f} like {quote('% ' + token)}"
+                for f in fields
+            )
+            counts.append(self._count(f"({expr}) and ({matches})") if matches and term else 0)
+        return self._count(expr), counts
+
+    def noise_level(self, quantile: float) -> float:
+        """The noise floor recorded at export (quantiles in steps of 0.01; a quantile
+        between two steps reads the lower one)."""
+        table = self._meta.get("noise")
+        if not isinstance(table, list) or len(table) < 2:
+            raise BackendError(
+                f"collection {self._conn.collection!r} records no noise level (exported by an "
+                "earlier groundwire); run groundwire export again to record it"
+            )
+        if not 0.0 <= quantile <= 1.0:
+            raise QueryError(f"quantile must be within [0, 1], got {quantile!r}")
+        steps = len(table) - 1
+        return float(table[int(quantile * steps + 1e-9)])
 
     def stats(self) -> BackendStats:
         """What the collection holds. ``scoring`` is always ``fields`` (see docs/MILVUS.md)."""

@@ -39,6 +39,7 @@ from groundwire.errors import BackendError
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.vectors import VectorIndex
 from groundwire.model import KnowledgeEntry
+from groundwire.retrieve.gate import noise_table
 from groundwire.text import Analyzer
 
 __all__ = ["MilvusSyncReport", "delete_entries", "sync_milvus", "upsert_entries"]
@@ -276,6 +277,7 @@ def _sync(
             "snapshot": digest,
             "max_phrase_terms": longest,
             "count": len(rows),
+            "noise": noise_table(kb),
         }
     )
     return MilvusSyncReport(
