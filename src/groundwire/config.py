@@ -403,6 +403,9 @@ MILVUS_TIE_MARGIN: Final = 16
 MILVUS_TIMEOUT_S: Final = 30.0
 #: Read-after-write: a sync's rows are searchable by the next query.
 MILVUS_CONSISTENCY: Final = "Strong"
+#: Records whose analyzed terms grounding over a backend remembers (the relevance gate reads
+#: which query terms each candidate holds): a few thousand candidates stay warm.
+BACKEND_TERMS_CACHE: Final = 4_096
 
 # --- Model providers: time, retries, defaults ------------------------------------------------
 #: Seconds one provider attempt waits to connect and for each read: a long answer streams

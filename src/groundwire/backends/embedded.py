@@ -9,13 +9,20 @@ conformance suite compares backends on).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from groundwire.access.filters import LabelIndex
-from groundwire.backends.protocol import BackendHit, BackendStats, cut_links, links, sort_hits
+from groundwire.backends.protocol import (
+    BackendHit,
+    BackendStats,
+    LazyParts,
+    cut_links,
+    links,
+    sort_hits,
+)
 from groundwire.config import DEFAULT_ALIAS_BOOST, DEFAULT_EXACT_BOOST, IndexSettings
 from groundwire.errors import QueryError
 from groundwire.index.knowledge_base import KnowledgeBase, check_k, check_query
@@ -83,11 +90,7 @@ class EmbeddedBackend:
             ids, (), lexical_k=k, limit=k, mask=self.mask(flt), exact_boost=0, alias_boost=0
         )
         return [
-            BackendHit(
-                kb.entry(doc).id,
-                score,
-                {f: v for f, v in kb.breakdown(ids, doc).items() if f not in _BOOSTS and v},
-            )
+            BackendHit(kb.entry(doc).id, score, _field_parts(kb.breakdown(ids, doc)))
             for doc, score in zip(ranking.docs, ranking.lexical, strict=True)
         ]
 
@@ -185,3 +188,8 @@ class EmbeddedBackend:
             dimensions=None if vectors is None else vectors.dimensions,
             model_id=None if vectors is None else vectors.model_id,
         )
+
+
+def _field_parts(breakdown: Mapping[str, float]) -> LazyParts:
+    """A hit's per-field BM25 parts (boosts and zero fields left out), read lazily."""
+    return LazyParts(lambda: {f: v for f, v in breakdown.items() if f not in _BOOSTS and v})

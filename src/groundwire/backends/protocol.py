@@ -21,7 +21,7 @@ for dense) that sums to its score. ``tests/backends/conformance.py`` is the shar
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
@@ -31,7 +31,15 @@ import numpy.typing as npt
 from groundwire.config import IndexSettings
 from groundwire.model import Filter, KnowledgeEntry
 
-__all__ = ["BackendHit", "BackendStats", "SearchBackend", "cut_links", "links", "sort_hits"]
+__all__ = [
+    "BackendHit",
+    "BackendStats",
+    "LazyParts",
+    "SearchBackend",
+    "cut_links",
+    "links",
+    "sort_hits",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +118,33 @@ class SearchBackend(Protocol):
         """What one coincidental term scores here: the ``quantile`` of the best score each
         indexed term earns any entry on its own (the relevance gate's noise floor)."""
         ...
+
+
+class LazyParts(Mapping[str, float]):
+    """An explanation computed when first read (most hits' explanations never are)."""
+
+    __slots__ = ("_make", "_parts")
+
+    def __init__(self, make: Callable[[], dict[str, float]]) -> None:
+        self._make = make
+        self._parts: dict[str, float] | None = None
+
+    def _read(self) -> dict[str, float]:
+        if self._parts is None:
+            self._parts = self._make()
+        return self._parts
+
+    def __getitem__(self, name: str) -> float:
+        return self._read()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def __repr__(self) -> str:
+        return repr(self._read())
 
 
 def cut_links(entry: KnowledgeEntry, visible: Set[str]) -> KnowledgeEntry:

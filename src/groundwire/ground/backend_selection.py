@@ -25,9 +25,12 @@ candidate takes no slot among those returned, but counts in the statistics.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -35,8 +38,8 @@ import numpy as np
 from groundwire.access.authorize import authorize_items, check_callback
 from groundwire.access.filters import admits
 from groundwire.backends.hybrid import fused_channels
-from groundwire.backends.protocol import SearchBackend, cut_links
-from groundwire.config import HybridSettings, RetrievalConfig
+from groundwire.backends.protocol import LazyParts, SearchBackend, cut_links
+from groundwire.config import BACKEND_TERMS_CACHE, HybridSettings, RetrievalConfig
 from groundwire.embed.base import Embedder, check_embedder
 from groundwire.errors import ConfigError, QueryError
 from groundwire.index.builder import text_readers
@@ -72,11 +75,14 @@ class _Turn:
         self.config = config
         self.allow = allow
         settings = backend.settings
-        self.analyzer = Analyzer(settings.analyzer)
+        self.key = (settings.analyzer, tuple(settings.field_weights))
+        analyzer = _ANALYZERS.get(settings.analyzer)
+        if analyzer is None:
+            analyzer = _ANALYZERS.setdefault(settings.analyzer, Analyzer(settings.analyzer))
+        self.analyzer = analyzer
         self.readers = text_readers(settings)[3]
         self.errors: list[str] = []
         self._allowed: dict[str, bool] = {}
-        self._terms: dict[str, frozenset[str]] = {}
 
     def permitted(self, entries: Sequence[KnowledgeEntry]) -> list[KnowledgeEntry]:
         """``entries`` the host predicate allows (each id asked once per turn)."""
@@ -111,14 +117,33 @@ class _Turn:
 
     def terms_of(self, entry: KnowledgeEntry) -> frozenset[str]:
         """Every analyzed term ``entry`` holds in an indexed field (remembered)."""
-        known = self._terms.get(entry.id)
+        texts = tuple(read(entry) for read in self.readers)
+        digest = hashlib.blake2b("\0".join(texts).encode(), digest_size=16).digest()
+        key = (self.key, entry.id, digest)
+        with _TERMS_LOCK:
+            known = _TERMS.get(key)
         if known is None:
             tokens = self.analyzer.tokens
-            known = frozenset(
-                t for read in self.readers if (text := read(entry)) for t in tokens(text)
-            )
-            self._terms[entry.id] = known
+            known = frozenset(t for text in texts if text for t in tokens(text))
+            with _TERMS_LOCK:
+                _TERMS[key] = known
+                while len(_TERMS) > BACKEND_TERMS_CACHE:
+                    _TERMS.popitem(last=False)
         return known
+
+
+#: Analyzed terms of records a backend returned, by (settings, id, text digest): an entry's
+#: terms are computed once while it keeps being a candidate, not once per turn.
+_TERMS: OrderedDict[tuple[object, str, bytes], frozenset[str]] = OrderedDict()
+_TERMS_LOCK = threading.Lock()
+#: Analyzers by their settings (an analyzer remembers the words it has analyzed).
+_ANALYZERS: dict[object, Analyzer] = {}
+
+
+def _parts(fields: Mapping[str, float], boosts: dict[str, float]) -> LazyParts:
+    """A candidate's breakdown: the backend's per-field parts, then the turn's boosts, read
+    when first needed (as the embedded breakdown is)."""
+    return LazyParts(lambda: {**fields, **boosts})
 
 
 def _links(entry: KnowledgeEntry) -> tuple[str, ...]:
@@ -211,18 +236,17 @@ def _lexical(turn: _Turn, query: str, text: str, flt: Filter) -> list[ScoredEntr
     phrase = {hit.id: hit.explanation for hit in backend.phrase(query, flt)} if boosts else {}
     missing = [i for i in phrase if i not in hits]
     extra = backend.lexical_scores(text, flt, missing) if missing else {}
-    scored: list[tuple[float, str, float, bool, bool, dict[str, float]]] = []
+    scored: list[tuple[float, str, float, bool, bool, Mapping[str, float]]] = []
     for entry_id in {*hits, *phrase}:
         named = phrase.get(entry_id, {})
         exact = config.exact_boost > 0 and "exact" in named
         alias = config.alias_boost > 0 and "alias" in named
         hit = hits.get(entry_id)
         bm25 = hit.score if hit is not None else extra.get(entry_id, 0.0)
-        parts = dict(hit.explanation) if hit is not None else {}
-        if exact:
-            parts["exact"] = config.exact_boost
+        boosted = {"exact": config.exact_boost} if exact else {}
         if alias:
-            parts["alias"] = config.alias_boost
+            boosted["alias"] = config.alias_boost
+        parts = _parts(hit.explanation if hit is not None else {}, boosted)
         score = (
             bm25 + (config.exact_boost if exact else 0.0) + (config.alias_boost if alias else 0.0)
         )
@@ -414,10 +438,10 @@ def _channels(
         entry = found.get(hit.id)
         if entry is None:
             continue
-        parts = dict(hit.lexical.explanation) if hit.lexical is not None else {}
         named = hit.phrase.explanation if hit.phrase is not None else {}
         exact, alias = "exact" in named, "alias" in named
-        parts.update({name: named[name] for name in _BOOSTS if name in named})
+        lexical_parts = hit.lexical.explanation if hit.lexical is not None else {}
+        parts = _parts(lexical_parts, {name: named[name] for name in _BOOSTS if name in named})
         lexical = hit.channels.get("lexical")
         score = lexical.score if lexical is not None else 0.0
         candidates.append(ScoredEntry(entry, hit.score, score, exact, alias, parts, hit.channels))
