@@ -35,6 +35,7 @@ import groundwire as gw
 from groundwire.access.filters import admits
 from groundwire.backends import SearchBackend
 from groundwire.errors import QueryError
+from groundwire.retrieve.gate import measure_noise
 from groundwire.text import Analyzer
 
 WORDS = [
@@ -336,6 +337,26 @@ class BackendConformance:
         entries = {e.id: e for e in full_kb.entries}
         assert all(admits(flt, entries[hit.id]) for hit in hits)
         assert_same_ranking(ranked(hits), reference_top(full_kb, query, flt, 8, pooled=False))
+
+    # -- what the relevance gate reads ----------------------------------------------------
+    @PROPERTY
+    @given(flt=filters())
+    def test_term_counts_equal_the_reference(
+        self, full: SearchBackend, full_kb: gw.KnowledgeBase, flt: gw.Filter
+    ) -> None:
+        analyzer = Analyzer(full_kb.settings.analyzer)
+        terms = [*dict.fromkeys(analyzer.tokens(" ".join(WORDS))), "zzzunknown"]
+        admitted = [e for e in full_kb.entries if admits(flt, e)]
+        held = [{t for ts in field_terms(full_kb, e).values() for t in ts} for e in admitted]
+        want = [sum(term in h for h in held) for term in terms]
+        assert full.term_counts(terms, flt) == (len(admitted), want)
+        assert full.term_counts([], flt) == (len(admitted), [])
+
+    @pytest.mark.parametrize("quantile", [0.0, 0.5, 0.9, 1.0])
+    def test_noise_level_is_the_snapshots(
+        self, full: SearchBackend, full_kb: gw.KnowledgeBase, quantile: float
+    ) -> None:
+        assert full.noise_level(quantile) == measure_noise(full_kb, quantile)
 
     def test_malformed_labels_are_visible_to_nobody(self, full: SearchBackend) -> None:
         for principal in (None, gw.Principal("acme", "alice", ["eng"])):
