@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import groundwire as gw
 from groundwire.backends.milvus import delete_entries, entries_rows, upsert_entries
+from groundwire.backends.milvus import sync as sync_module
 from groundwire.backends.milvus.client import connect
 from groundwire.backends.milvus.sync import snapshot_digest
 from groundwire.cli import app
@@ -64,19 +65,30 @@ def search_ids(conn: Any, query: str) -> list[str]:
     return [hit.id for hit in backend.lexical(query, gw.Filter(), 10)]
 
 
-def test_a_sync_writes_only_what_changed(conn: Any) -> None:
+def test_a_sync_writes_only_what_changed(conn: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    analyzed: list[str] = []
+    row_of = sync_module.entry_row
+
+    def counting_row(one: gw.KnowledgeEntry, *args: Any) -> dict[str, Any]:
+        analyzed.append(one.id)
+        return row_of(one, *args)
+
+    monkeypatch.setattr(sync_module, "entry_row", counting_row)
     a = [entry("a.one", "rotate keys"), entry("a.two", "deploy pods")]
     b = [entry("b.one", "refund invoices"), entry("b.two", "audit logs")]
     first = gw.sync_milvus(kb_of(("a", a), ("b", b)), "", connection=conn)
     assert (first.upserted, first.deleted, first.unchanged) == (4, 0, 0)
+    analyzed.clear()
     again = gw.sync_milvus(kb_of(("a", a), ("b", b)), "", connection=conn)
     assert (again.upserted, again.deleted, again.unchanged) == (0, 0, 4)
+    assert analyzed == []  # unchanged entries are compared by digest, never analyzed
     assert again.snapshot == first.snapshot
     # One file edited (one entry changed, one added), one source removed.
     edited = [entry("a.one", "rotate webhook secrets"), a[1], entry("a.three", "page oncall")]
     kb = kb_of(("a", edited))
     third = gw.sync_milvus(kb, "", connection=conn)
     assert (third.upserted, third.deleted, third.unchanged) == (2, 2, 1)
+    assert analyzed == ["a.one", "a.three"]  # the edited file's changed entries only
     assert third.snapshot != first.snapshot
     backend = gw.MilvusBackend("", conn.collection, connection=conn)
     assert backend.stats().count == 3

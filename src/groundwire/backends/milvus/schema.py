@@ -46,6 +46,7 @@ __all__ = [
     "lexical_fields",
     "pair_tokens",
     "quote",
+    "row_digest",
     "settings_from_json",
     "settings_to_json",
 ]
@@ -222,13 +223,40 @@ def entry_row(
         source=entry.source_id or str(entry.metadata.get("source_id", "")),
         record=record,
     )
-    digest = hashlib.sha256(encoded.encode())
-    digest.update(json.dumps([row[f"t_{name}"] for name in fields]).encode())
     if vector is not None:
         row["dense"] = [float(x) for x in vector]
-        digest.update(json.dumps(row["dense"]).encode())
-    row["digest"] = digest.hexdigest()
+    row["digest"] = _digest(encoded, exact_keys, alias_keys, vector)
     return row
+
+
+def row_digest(
+    entry: KnowledgeEntry,
+    exact_keys: Sequence[str],
+    alias_keys: Sequence[str],
+    vector: Sequence[float] | None,
+) -> str:
+    """The ``digest`` :func:`entry_row` gives this entry, without analyzing its text.
+
+    The analyzed fields are a function of the record and the index settings, which a
+    collection holds one of (a sync refuses other settings): the record, the phrase keys
+    and the vector decide the row. A sync compares these digests first and analyzes only
+    the entries whose digest changed.
+    """
+    encoded = json.dumps(_record(entry), ensure_ascii=False, sort_keys=True)
+    return _digest(encoded, exact_keys, alias_keys, vector)
+
+
+def _digest(
+    encoded: str,
+    exact_keys: Sequence[str],
+    alias_keys: Sequence[str],
+    vector: Sequence[float] | None,
+) -> str:
+    digest = hashlib.sha256(encoded.encode())
+    digest.update(json.dumps([sorted(set(exact_keys)), sorted(set(alias_keys))]).encode())
+    if vector is not None:
+        digest.update(json.dumps([float(x) for x in vector]).encode())
+    return digest.hexdigest()
 
 
 def _phrases(keys: Sequence[str]) -> list[str]:

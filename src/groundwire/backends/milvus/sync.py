@@ -23,6 +23,7 @@ from groundwire.backends.milvus.schema import (
     entry_row,
     lexical_fields,
     quote,
+    row_digest,
     settings_from_json,
     settings_to_json,
 )
@@ -259,13 +260,17 @@ def _sync(
     if meta is None or recreate:
         conn.drop()
         _create(conn, settings, dimensions, partition_key=partition_key, dense_index=dense_index)
-    rows = entries_rows(kb, kb.entries, vectors)
+    digests = entries_digests(kb, vectors)
     existing = _existing(conn) if meta is not None and not recreate else {}
-    changed = [row for row in rows if existing.get(row["id"]) != row["digest"]]
-    kept = {row["id"] for row in rows}
-    stale = [i for i in existing if i not in kept]
+    # Only entries whose digest changed are analyzed and written: an edited file costs
+    # its own rows.
+    changed = entries_rows(
+        kb, [e for e in kb.entries if existing.get(e.id) != digests[e.id]], vectors
+    )
+    stale = [i for i in existing if i not in digests]
     delete_entries(conn, ids=stale)
     upsert_entries(conn, changed, new=not existing)
+    rows = [{"id": entry.id, "digest": digests[entry.id]} for entry in kb.entries]
     digest = snapshot_digest(kb, rows)
     longest = max((k.count(" ") + 1 for k in (*kb.exact_index, *kb.alias_index)), default=1)
     conn.write_meta(
@@ -284,10 +289,26 @@ def _sync(
         collection=conn.collection,
         upserted=len(changed),
         deleted=len(stale),
-        unchanged=len(rows) - len(changed),
+        unchanged=len(digests) - len(changed),
         snapshot=digest,
         seconds=time.perf_counter() - started,
     )
+
+
+def entries_digests(kb: KnowledgeBase, vectors: VectorIndex | None = None) -> dict[str, str]:
+    """Every entry's row digest (:func:`~groundwire.backends.milvus.schema.row_digest`),
+    computed without analyzing any text."""
+    exact, alias = _phrase_keys(kb)
+    matrix = None if vectors is None else vectors.check_for(kb).matrix()
+    return {
+        entry.id: row_digest(
+            entry,
+            exact.get(entry.id, ()),
+            alias.get(entry.id, ()),
+            None if matrix is None else matrix[doc].tolist(),
+        )
+        for doc, entry in enumerate(kb.entries)
+    }
 
 
 def entries_rows(
