@@ -12,6 +12,9 @@ Ingest: embedded = ``KnowledgeBase.from_documents`` + ``VectorIndex``; Milvus =
 ``sync_milvus`` into a fresh Milvus Lite file (analysis, rows, upserts, index build).
 Queries: ``--rounds`` interleaved rounds over ``--queries`` queries; p50/p99 latency and
 queries/s (median over rounds), and the top-10 overlap of the two systems as a check.
+``ground``: a whole grounding turn (``GroundingEngine.from_backend``: candidates, the
+relevance gate's counts, expansion, context) over a quarter of the queries. Re-sync:
+``sync_milvus`` again with nothing changed, then with 1% of the chunks edited.
 
 Run: ``.venv/bin/python benchmarks/bench_milvus.py`` (about 5-10 minutes at 100k on 2
 cores; ``--chunks 10000`` for a quick look).
@@ -93,6 +96,7 @@ def main() -> None:
             principal = gw.Principal(tenants[0], "alice")
             flt = gw.Filter.of(principal)
             systems = []
+            engines: list[gw.GroundingEngine] = []
             for name, backend in (("embedded", embedded), ("milvus-lite", milvus)):
                 systems.append(
                     System(
@@ -108,7 +112,22 @@ def main() -> None:
                         queries,
                     )
                 )
+                engine = gw.GroundingEngine.from_backend(
+                    backend, gw.GroundingConfig(timeout_ms=600_000)
+                )
+                engines.append(engine)
+                systems.append(
+                    System(
+                        f"{name} ground",
+                        lambda q, e=engine: list(
+                            e.ground(q, principal=principal).metadata.selected_ids
+                        ),
+                        queries[: max(1, len(queries) // 4)],
+                    )
+                )
             run_rounds(systems, args.rounds)
+            for engine in engines:
+                engine.close()
             overlap = statistics.mean(
                 len(
                     {h.id for h in embedded.lexical(q, flt, 10)}
@@ -117,6 +136,7 @@ def main() -> None:
                 / max(1, len(embedded.lexical(q, flt, 10)))
                 for q in queries[:50]
             )
+        resync = _resync(kb, docs, settings, vectors, uri)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -156,6 +176,31 @@ def main() -> None:
         rows,
     )
     print(f"lexical top-10 overlap, embedded vs milvus-lite (50 queries): {overlap:.3f}")
+    for what, seconds in resync.items():
+        print(f"milvus-lite re-sync, {what}: {seconds:.1f} s")
+
+
+def _resync(
+    kb: gw.KnowledgeBase,
+    docs: list[gw.Document],
+    settings: IndexSettings,
+    vectors: gw.VectorIndex,
+    uri: str,
+) -> dict[str, float]:
+    """Seconds of ``sync_milvus`` with nothing changed and with 1% of the chunks edited."""
+    out = {}
+    started = time.perf_counter()
+    gw.sync_milvus(kb, uri, "bench", vectors=vectors)
+    out["nothing changed"] = time.perf_counter() - started
+    edited = [
+        gw.Document(d.id, d.title + " revised", d.text, d.metadata) if n % 100 == 0 else d
+        for n, d in enumerate(docs)
+    ]
+    changed = gw.KnowledgeBase.from_documents(edited, settings)
+    started = time.perf_counter()
+    report = gw.sync_milvus(changed, uri, "bench", vectors=vectors)
+    out[f"{report.upserted:,} chunks changed (1%)"] = time.perf_counter() - started
+    return out
 
 
 if __name__ == "__main__":
