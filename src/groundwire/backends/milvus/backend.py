@@ -36,6 +36,7 @@ from groundwire.config import (
     MILVUS_CONSISTENCY,
     MILVUS_LEXICAL_DEPTH,
     MILVUS_MAX_LIMIT,
+    MILVUS_TERM_DEPTH,
     MILVUS_TIE_MARGIN,
     IndexSettings,
 )
@@ -321,25 +322,44 @@ class MilvusBackend:
         return int(rows[0]["count(*)"]) if rows else 0
 
     def term_counts(self, terms: Sequence[str], flt: Filter) -> tuple[int, list[int]]:
-        """Eligible rows, and how many of them hold each analyzed term (one count each).
+        """Eligible rows, and how many of them hold each analyzed term.
 
-        A field holds space-joined terms, so a term is matched as a whole token by
-        ``==`` / ``like`` patterns. ``_``, ``%``, ``\\`` and ``"`` in a term become the
-        single-character wildcard (Milvus Lite 2.5.1 fails on escapes in ``like``): the
-        count may then include rows holding a look-alike term, never miss one.
+        A term's rows are found by one BM25 search per field (the sparse inverted index:
+        every row holding the term scores above zero), ``MILVUS_TERM_DEPTH`` deep; a term
+        more common than that is counted by a scan instead (:meth:`_scan_count`).
         """
         expr = compile_filter(flt)
+        total = self._count(expr)
         fields = [f for f in self._weights if f != BIGRAMS]
+        depth = max(1, min(total, MILVUS_TERM_DEPTH))
         counts = []
         for term in terms:
-            token = "".join("_" if ch in '_%\\"' else ch for ch in term)
-            matches = " or ".join(
-                f"t_{f} == {quote(term)} or t_{f} like {quote(token + ' %')} or "
-                f"t_{f} like {quote('% ' + token + ' %')} or t_{f} like {quote('% ' + token)}"
-                for f in fields
-            )
-            counts.append(self._count(f"({expr}) and ({matches})") if matches and term else 0)
-        return self._count(expr), counts
+            if not term or not total:
+                counts.append(0)
+                continue
+            found: set[str] = set()
+            exact = True
+            for f in fields:
+                hits = self._search(f"s_{f}", term, expr, depth, "BM25")
+                found.update(i for i, _ in hits)
+                exact = exact and (len(hits) < depth or depth == total)
+            counts.append(len(found) if exact else self._scan_count(term, expr, fields))
+        return total, counts
+
+    def _scan_count(self, term: str, expr: str, fields: Sequence[str]) -> int:
+        """Eligible rows holding ``term``, by ``==``/``like`` on the space-joined terms.
+
+        ``_``, ``%``, ``\\`` and ``"`` in a term become the single-character wildcard
+        (Milvus Lite 2.5.1 fails on escapes in ``like``): the count may then include rows
+        holding a look-alike term, never miss one.
+        """
+        token = "".join("_" if ch in '_%\\"' else ch for ch in term)
+        matches = " or ".join(
+            f"t_{f} == {quote(term)} or t_{f} like {quote(token + ' %')} or "
+            f"t_{f} like {quote('% ' + token + ' %')} or t_{f} like {quote('% ' + token)}"
+            for f in fields
+        )
+        return self._count(f"({expr}) and ({matches})")
 
     def noise_level(self, quantile: float) -> float:
         """The noise floor recorded at export (quantiles in steps of 0.01; a quantile
