@@ -741,3 +741,41 @@ GW_EXPORT double gw_score_of(const int64_t *lo, const int64_t *hi, int64_t n_row
                              const int64_t *docs, const double *scores, int64_t doc) {
     return gw_score(lo, hi, n_rows, docs, 1, scores, -1, doc);
 }
+
+/* -- load-time checks of a snapshot's arrays (groundwire.index.store.bounds) -------------- */
+
+#define GW_CHECK_POINTERS (-1)
+#define GW_CHECK_RANGE (-2)
+#define GW_CHECK_ORDER (-3)
+
+/* Whether the CSR rows values[indptr[r]:indptr[r + 1]], r < n_rows (indptr holds n_rows + 1
+   offsets), are sound: offsets never decreasing from 0 to n_values (every value in a row),
+   every row strictly ascending with its values in [0, upper). Strictly ascending rows need
+   only their first and last value range-checked. Returns 0, GW_CHECK_POINTERS,
+   GW_CHECK_RANGE or GW_CHECK_ORDER (the first problem met; the caller names it). One pass
+   over the values, no scratch. */
+GW_EXPORT int64_t gw_check_rows(const int64_t *indptr, int64_t n_rows, const int32_t *values,
+                                int64_t n_values, int64_t upper) {
+    if (n_rows < 0 || indptr[0] != 0) return GW_CHECK_POINTERS;
+    int64_t lo = 0;
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t hi = indptr[r + 1];
+        if (hi < lo || hi > n_values) return GW_CHECK_POINTERS;
+        if (hi > lo) {
+            int bad = 0;
+            for (int64_t j = lo + 1; j < hi; j++) bad |= values[j] <= values[j - 1];
+            if (bad) return GW_CHECK_ORDER;
+            if (values[lo] < 0 || (int64_t)values[hi - 1] >= upper) return GW_CHECK_RANGE;
+        }
+        lo = hi;
+    }
+    return lo == n_values ? 0 : GW_CHECK_POINTERS;
+}
+
+/* Whether every one of the n doubles is positive and finite (NaN is neither): 0, or
+   GW_CHECK_RANGE. Branch-free, so the compiler vectorizes it. */
+GW_EXPORT int64_t gw_check_positive_finite(const double *values, int64_t n) {
+    int bad = 0;
+    for (int64_t j = 0; j < n; j++) bad |= !((values[j] > 0.0) & (values[j] <= DBL_MAX));
+    return bad ? GW_CHECK_RANGE : 0;
+}

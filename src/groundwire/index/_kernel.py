@@ -47,6 +47,7 @@ __all__ = [
     "BadDocumentError",
     "Index",
     "available",
+    "library",
     "resolve",
     "rows_score_of",
     "score_of",
@@ -106,6 +107,11 @@ def _load() -> _Library | None:
 def available() -> bool:
     """Whether the compiled kernel is loaded (loading it on first call)."""
     return (_library if _reason is None else _load()) is not None
+
+
+def library() -> _Library | None:
+    """The loaded library's entry points (loading it on first call); None when unavailable."""
+    return _library if _reason is None else _load()
 
 
 def unavailable_reason() -> str | None:

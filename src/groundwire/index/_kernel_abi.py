@@ -11,7 +11,7 @@ import ctypes
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-__all__ = ["ABI_VERSION", "Library", "Query", "function"]
+__all__ = ["ABI_VERSION", "Library", "Query", "function", "optional"]
 
 ABI_VERSION = 2  # GW_ABI_VERSION in _kernel.c
 _P, _I64, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
@@ -65,6 +65,10 @@ class Library:
         self.codes_topk = function(lib, "gw_query_codes_topk", [_P], _I64)
         self.resolve = function(lib, "gw_query_resolve", [_P], _I64)
         self.rows_score_of = function(lib, "gw_query_rows_score_of", [_P, _I64, _F64P], _I64)
+        # Load-time checks (index/store/bounds.py): looked up, not required, so a library
+        # built before them still serves queries (the checks then run in numpy).
+        self.check_rows = optional(lib, "gw_check_rows", [_P, _I64, _P, _I64, _I64], _I64)
+        self.check_positive_finite = optional(lib, "gw_check_positive_finite", [_P, _I64], _I64)
         self.lib = lib
 
 
@@ -73,3 +77,10 @@ def function(lib: ctypes.CDLL, name: str, args: list[Any], result: Any) -> Calla
     function.argtypes = args
     function.restype = result
     return function  # type: ignore[no-any-return]
+
+
+def optional(
+    lib: ctypes.CDLL, name: str, args: list[Any], result: Any
+) -> Callable[..., Any] | None:
+    """``function``, or None when the library has no such entry point."""
+    return function(lib, name, args, result) if hasattr(lib, name) else None

@@ -133,10 +133,12 @@ def hash_all(opened: dict[str, storage.OpenedFile], table: Table) -> dict[str, F
         done: dict[str, Future[str]] = {}
         for logical, item in items:
             done[logical] = Future()
-            done[logical].set_result(storage.sha256_fd(item.fd))
+            done[logical].set_result(storage.sha256_fd(item.fd, item.mapped))
         return done
     pool = _pool()
-    return {logical: pool.submit(storage.sha256_fd, item.fd) for logical, item in items}
+    return {
+        logical: pool.submit(storage.sha256_fd, item.fd, item.mapped) for logical, item in items
+    }
 
 
 def check(

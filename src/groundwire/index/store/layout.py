@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from groundwire.config import AnalyzerConfig, IndexSettings
 from groundwire.errors import ConfigError, IndexFormatError
+from groundwire.index.store import bounds
 from groundwire.index.store.codecs import StringTable, loads_bounded
 from groundwire.model import ValidationIssue
 from groundwire.text import Analyzer
@@ -43,6 +44,7 @@ __all__ = [
     "check_ascending_rows",
     "check_ids",
     "check_pointers",
+    "check_scores",
     "check_values",
     "fail",
     "file_entry",
@@ -63,6 +65,7 @@ FEATURES: frozenset[str] = frozenset()
 #: The checksum of every file of version 2 (version 1: always SHA-256).
 DIGEST = "sha256"
 BOOL, U1, I4, I8, U8, F8 = "|b1", "|u1", "<i4", "<i8", "<u8", "<f8"
+_INT32_END = 2**31  # no int32 value reaches it: "no upper bound" for the C row check
 FileSpec = tuple[str, str | None]  # extension, dtype (None: raw bytes or JSON)
 TableEntry = tuple[str, str, int, str | None, tuple[int, ...] | None]  # name, digest, bytes, ...
 
@@ -291,10 +294,21 @@ def check_values(
 
 
 def check_ascending_rows(
-    where: str, name: str, ptr: npt.NDArray[Any], values: npt.NDArray[Any], full: bool
+    where: str,
+    name: str,
+    ptr: npt.NDArray[Any],
+    values: npt.NDArray[Any],
+    upper: int | None,
+    full: bool,
 ) -> None:
-    """Within each CSR row, values strictly ascending (binary searches rely on it)."""
-    if not full or values.shape[0] < 2:
+    """Within each CSR row, values strictly ascending (binary searches rely on it); unless
+    ``upper`` is None, also every value in ``0..upper - 1``. One C pass accepts sound rows
+    (``bounds.py``); numpy judges anything else and names the problem."""
+    if not full or bounds.rows_ascending(ptr, values, _INT32_END if upper is None else upper):
+        return
+    if upper is not None:
+        check_values(where, name, values, upper)
+    if values.shape[0] < 2:
         return
     bad = values[1:] <= values[:-1]  # comparisons: no widened copy, no difference array
     starts = ptr[1:-1]
@@ -302,6 +316,17 @@ def check_ascending_rows(
     bad[starts - 1] = False  # a new row may start lower
     if bool(bad.any()):
         raise fail(where, f"{name} rows are not strictly ascending")
+
+
+def check_scores(where: str, name: str, scores: npt.NDArray[Any], full: bool) -> None:
+    """Every score positive and finite: one C pass when the kernel is loaded, else numpy."""
+    if not full or not scores.size:
+        return
+    sound = bounds.positive_finite(scores)
+    if sound is None:  # NaN fails "> 0"; with every score positive, only the max can be inf
+        sound = bool((scores > 0).all()) and bool(np.isfinite(scores.max()))
+    if not sound:
+        raise fail(where, f"{name} holds a non-positive or non-finite score")
 
 
 def _prefixes(table: StringTable) -> npt.NDArray[np.uint64]:
@@ -423,11 +448,8 @@ def check_segment(
             )
         ):
             raise fail(where, f"tf.{f} overflow table is malformed")
-    check_values(where, "lexical.docs", docs, n, full)
-    check_ascending_rows(where, "lexical.docs", ptr, docs, full)
-    # NaN fails "> 0"; with every score positive, only the maximum can be infinite.
-    if full and scores.size and not (bool((scores > 0).all()) and np.isfinite(scores.max())):
-        raise fail(where, "lexical.scores holds a non-positive or non-finite score")
+    check_ascending_rows(where, "lexical.docs", ptr, docs, n, full)
+    check_scores(where, "lexical.scores", scores, full)
     stats = segment.get("stats")
     if not isinstance(stats, dict) or not all(
         isinstance(stats.get(k), list)

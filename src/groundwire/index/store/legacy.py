@@ -25,6 +25,7 @@ from groundwire.index.store.layout import (
     FileSpec,
     check_ascending_rows,
     check_pointers,
+    check_scores,
     check_values,
     counts_of,
     fail,
@@ -96,12 +97,8 @@ def check_arrays(manifest: dict[str, Any], arrays: dict[str, Any], full: bool, w
         raise fail(where, "lexical.pair_keys is not ascending within 0..terms²")
     if arrays["lexical.scores"].shape != arrays["lexical.docs"].shape:
         raise fail(where, "lexical.scores and lexical.docs differ in length")
-    check_values(where, "lexical.docs", arrays["lexical.docs"], n, full)
-    check_ascending_rows(where, "lexical.docs", ptr, arrays["lexical.docs"], full)
-    scores = arrays["lexical.scores"]
-    # NaN fails "> 0"; with every score positive, only the maximum can be infinite.
-    if full and scores.size and not (bool((scores > 0).all()) and np.isfinite(scores.max())):
-        raise fail(where, "lexical.scores holds a non-positive or non-finite score")
+    check_ascending_rows(where, "lexical.docs", ptr, arrays["lexical.docs"], n, full)
+    check_scores(where, "lexical.scores", arrays["lexical.scores"], full)
     if arrays["lexical.lengths"].shape != (fields, n):
         raise fail(where, "lexical.lengths does not have one row per field")
     for name in ("lexical.field_doc_count", "lexical.field_avg_length"):
@@ -126,8 +123,7 @@ def check_arrays(manifest: dict[str, Any], arrays: dict[str, Any], full: bool, w
         check_pointers(where, f"postings.{f}.indptr", p_ptr, rows, p_docs.shape[0], full)
         if p_tf.shape != p_docs.shape:
             raise fail(where, f"postings.{f}.tf and docs differ in length")
-        check_values(where, f"postings.{f}.docs", p_docs, n, full)
-        check_ascending_rows(where, f"postings.{f}.docs", p_ptr, p_docs, full)
+        check_ascending_rows(where, f"postings.{f}.docs", p_ptr, p_docs, n, full)
         if full and p_tf.size and int(p_tf.min()) < 1:
             raise fail(where, f"postings.{f}.tf holds a frequency below 1")
     # Arrays sized by entries, terms or phrases are checked in every mode: each is a

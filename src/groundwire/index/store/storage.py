@@ -340,8 +340,12 @@ def read_small(dir_fd: int, name: str, limit: int, where: str) -> bytes:
     return data
 
 
-def sha256_fd(fd: int) -> str:
-    """SHA-256 of a whole open file (read with pread: the file position is untouched)."""
+def sha256_fd(fd: int, mapped: mmap.mmap | None = None) -> str:
+    """SHA-256 of a whole open file: of ``mapped``, its mapping, when given (no copy, and
+    the bytes hashed are the bytes served), else read with pread (the file position is
+    untouched)."""
+    if mapped is not None:
+        return hashlib.sha256(mapped).hexdigest()  # releases the GIL (buffer > 2 KiB)
     digest = hashlib.sha256()
     offset = 0
     while True:
@@ -357,13 +361,15 @@ class OpenedFile:
     """One snapshot file opened for reading (size checked); close after mapping.
 
     ``identity`` is (device, inode, size, mtime ns, ctime ns) when opened: any write to
-    the file through the file system changes it (see ``reader.py``'s verdict cache).
+    the file through the file system changes it (see ``checksums.py``'s verdict cache).
+    ``mapped`` is the whole file's read-only mapping once :func:`map_file` made one.
     """
 
     name: str
     fd: int
     size: int
     identity: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
+    mapped: mmap.mmap | None = None
 
     def close(self) -> None:
         """Close the descriptor (a mapping made from it stays valid)."""
@@ -458,6 +464,7 @@ def map_file(
     else:
         flags = mmap.MAP_SHARED | (_MAP_POPULATE if populate else 0)
         mapped = mmap.mmap(opened.fd, opened.size, flags=flags, prot=mmap.PROT_READ)
+        opened.mapped = mapped
         array = np.frombuffer(mapped, dtype=kind, count=count, offset=offset).reshape(shape)
     array.flags.writeable = False
     return array
