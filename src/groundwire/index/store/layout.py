@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,6 +66,7 @@ FEATURES: frozenset[str] = frozenset()
 #: The checksum of every file of version 2 (version 1: always SHA-256).
 DIGEST = "sha256"
 BOOL, U1, I4, I8, U8, F8 = "|b1", "|u1", "<i4", "<i8", "<u8", "<f8"
+_HEX_DIGEST = re.compile("[0-9a-f]{64}")  # fullmatch: no trailing newline slips through
 _INT32_END = 2**31  # no int32 value reaches it: "no upper bound" for the C row check
 FileSpec = tuple[str, str | None]  # extension, dtype (None: raw bytes or JSON)
 TableEntry = tuple[str, str, int, str | None, tuple[int, ...] | None]  # name, digest, bytes, ...
@@ -183,8 +185,7 @@ def file_entry(item: Any, logical: str, spec: FileSpec, digest_key: str, where: 
     size = item.get("bytes") if isinstance(item, dict) else None
     if (
         not isinstance(digest, str)
-        or len(digest) != 64
-        or any(c not in "0123456789abcdef" for c in digest)
+        or _HEX_DIGEST.fullmatch(digest) is None
         or not isinstance(size, int)
         or isinstance(size, bool)
         or size < 0
