@@ -1,8 +1,9 @@
 """Hatchling build hook: compile the optional C kernels when a C compiler is available.
 
-``src/groundwire/index/_kernel.c`` (BM25 queries) and ``_dense.c`` (exact dense search)
-become plain shared libraries (no Python headers, so one build serves every Python
-version) that ``groundwire.index._kernel`` and ``._dense`` load through ctypes. Without
+``src/groundwire/index/_kernel.c`` (BM25 queries), ``_dense.c`` (exact dense search) and
+``_merge.c`` (the linear passes of index updates) become plain shared libraries (no
+Python headers, so one build serves every Python version) that
+``groundwire.index._kernel``, ``._dense`` and ``._merge`` load through ctypes. Without
 them groundwire uses its numpy paths (identical BM25 results; dense scores equal to
 float32 rounding).
 
@@ -41,7 +42,9 @@ LIBRARY = "_gwkernel" + (
 )
 DENSE_SOURCE = Path("src", "groundwire", "index", "_dense.c")
 DENSE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwdense")  # _LIBRARY in index/_dense.py
-KERNELS = ((SOURCE, LIBRARY), (DENSE_SOURCE, DENSE_LIBRARY))
+MERGE_SOURCE = Path("src", "groundwire", "index", "_merge.c")
+MERGE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwmerge")  # _LIBRARY in index/_merge.py
+KERNELS = ((SOURCE, LIBRARY), (DENSE_SOURCE, DENSE_LIBRARY), (MERGE_SOURCE, MERGE_LIBRARY))
 FLAGS = ["-std=c99", "-O3", "-fPIC", "-shared", "-Wall"]
 _HINT = " Install a C compiler (or set CC) and reinstall to get it."
 

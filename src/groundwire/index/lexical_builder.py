@@ -10,7 +10,7 @@ the ``V`` single terms) at build time, never strings.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from groundwire.config import IndexSettings
 from groundwire.errors import KnowledgeIndexError
+from groundwire.index import merge
 from groundwire.index.lexical import (
     TF_OVERFLOW,
     FieldFrequencies,
@@ -215,7 +216,7 @@ def frequencies_of(tf: I64, at: I64, start: int, stop: int) -> FieldFrequencies:
 def rows_of(
     fields: Sequence[str],
     settings: IndexSettings,
-    vocabulary: dict[str, int],
+    vocabulary: Mapping[str, int],
     pair_keys: I64,
     field_postings: Sequence[tuple[I64, I64]],
     lengths: IntArray,
@@ -249,12 +250,18 @@ def rows_of(
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(term_of, minlength=n_terms), out=indptr[1:])
     single_end = int(indptr[n_single])
-    summed = np.zeros(unique.shape[0], dtype=np.float64)
     frequencies = []
-    for f, (keys, tf) in enumerate(weighted):
+    for f, (_, tf) in enumerate(weighted):
         pair = has_pairs and f == n_fields - 1
         start, stop = (single_end, unique.shape[0]) if pair else (0, single_end)
         frequencies.append(frequencies_of(tf, at[f], start, stop))
+    if merge.available():  # one pass in C, the same values bit for bit
+        native = merge.scores_of(settings, weights, indptr, row_docs, frequencies, lengths, stats)
+        return assembled(
+            fields, settings, vocabulary, pair_keys, indptr, row_docs, native, frequencies, lengths
+        )
+    summed = np.zeros(unique.shape[0], dtype=np.float64)
+    for f, (keys, tf) in enumerate(weighted):
         if weights[f] == 0.0 or keys.shape[0] == 0:
             continue
         docs_f = (keys % scale).astype(np.intp)
@@ -273,20 +280,39 @@ def rows_of(
     if settings.scoring == "bm25f":
         df = np.diff(indptr).astype(np.float64)
         scores = idf(float(stats.n_docs), df)[term_of] * summed * (k1 + 1) / (summed + k1)
-    starts, seconds = pair_tables(pair_keys, n_single)
+    return assembled(
+        fields, settings, vocabulary, pair_keys, indptr, row_docs, scores, frequencies, lengths
+    )
+
+
+def assembled(
+    fields: Sequence[str],
+    settings: IndexSettings,
+    vocabulary: Mapping[str, int],
+    pair_keys: I64,
+    indptr: I64,
+    docs: IntArray,
+    scores: FloatArray,
+    frequencies: Sequence[FieldFrequencies],
+    lengths: IntArray,
+    stats: FieldStats | None = None,
+) -> LexicalIndex:
+    """The LexicalIndex of finished rows (``indptr`` made read-only: see LexicalIndex)."""
+    indptr.flags.writeable = False  # rows read through a memoryview, not a list
+    starts, seconds = pair_tables(pair_keys, len(vocabulary))
     return LexicalIndex(
         fields=tuple(fields),
-        weights=weights,
-        k1=k1,
-        b=b,
+        weights=LexicalIndex.weights_of(settings, fields),
+        k1=float(settings.k1),
+        b=float(settings.b),
         scoring=settings.scoring,
         vocabulary=vocabulary,
         indptr=indptr,
-        docs=row_docs,
+        docs=docs,
         scores=scores,
         frequencies=tuple(frequencies),
         lengths=lengths,
-        stats=stats,
+        stats=stats if stats is not None else FieldStats.of(lengths),
         pair_starts=starts,
         pair_seconds=seconds,
     )

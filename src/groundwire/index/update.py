@@ -15,7 +15,9 @@ renumbered; new ones are merged in).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,7 @@ import numpy.typing as npt
 
 from groundwire.config import IndexSettings
 from groundwire.errors import KnowledgeIndexError
+from groundwire.index import merge
 from groundwire.index.builder import (
     links_of,
     phrases_of,
@@ -121,7 +124,8 @@ def update_parts(
         at = parts.positions.get(entry_id)
         if at is not None:
             keep[at] = False
-    source = _merge_order(parts, keep, new_ids)
+    old_ids = _old_ids(parts)
+    source = _merge_order(old_ids, keep, new_ids)
     n = int(source.shape[0])
     from_old = source >= 0
     old_to_new = np.full(old_n, -1, dtype=np.int64)
@@ -129,7 +133,8 @@ def update_parts(
     new_at = np.empty(len(new), dtype=np.int64)
     new_at[-1 - source[~from_old]] = np.flatnonzero(~from_old)
     entries = _Spliced(parts.entries, new, source)
-    positions = {entry_id: p for p, entry_id in enumerate(_ids(parts, source, new_ids))}
+    ids = [old_ids[s] if s >= 0 else new_ids[-1 - s] for s in source.tolist()]
+    positions = dict(zip(ids, range(n), strict=True))
     analyzer = Analyzer(settings.analyzer)
     lexical = _lexical(parts.lexical, settings, analyzer, new, old_to_new, new_at, n)
     exact, alias = _phrases(parts, old_to_new, new, new_at, analyzer, exact_ids, exact_titles)
@@ -158,24 +163,35 @@ def update_parts(
 
 
 def _old_ids(parts: Parts) -> list[str]:
-    ids = getattr(parts.positions, "table", None)  # a loaded snapshot's sorted id table
-    return list(ids) if ids is not None else list(parts.positions)
+    table = getattr(parts.positions, "table", None)  # a loaded snapshot's sorted id table
+    return strings_of(table) if table is not None else list(parts.positions)
 
 
-def _merge_order(parts: Parts, keep: MaskArray, new_ids: list[str]) -> I64:
+def strings_of(table: Any) -> list[str]:
+    """Every string of a :class:`StringTable`, decoded at once (not one call per string)."""
+    blob = np.asarray(table.blob, dtype=np.uint8).tobytes()
+    bounds = np.asarray(table.offsets, dtype=np.int64).tolist()
+    if blob.isascii():  # one character per byte: slice the decoded text
+        text = blob.decode("ascii")
+        return [text[a:b] for a, b in pairwise(bounds)]
+    return [blob[a:b].decode("utf-8") for a, b in pairwise(bounds)]
+
+
+def _merge_order(old_ids: list[str], keep: MaskArray, new_ids: list[str]) -> I64:
     """For each new position (ids in code point order): its old position, or ``-1 - i``
-    for the i-th new entry."""
-    old_ids = _old_ids(parts)
+    for the i-th new entry (``new_ids`` sorted; none of them among the kept ids)."""
     kept = np.flatnonzero(keep)
-    merged = sorted(
-        [(old_ids[p], int(p)) for p in kept] + [(i, -1 - k) for k, i in enumerate(new_ids)]
-    )
-    return np.fromiter((src for _, src in merged), np.int64, len(merged))
-
-
-def _ids(parts: Parts, source: I64, new_ids: list[str]) -> list[str]:
-    old_ids = _old_ids(parts)
-    return [old_ids[s] if s >= 0 else new_ids[-1 - s] for s in source.tolist()]
+    if not new_ids:
+        return kept.astype(np.int64)
+    # Where each new id goes among all old ids; kept old ids before it come before it.
+    at = np.array([bisect_left(old_ids, i) for i in new_ids], dtype=np.int64)
+    kept_before = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+    new_pos = kept_before[at] + np.arange(len(new_ids), dtype=np.int64)
+    old_pos = np.arange(kept.shape[0], dtype=np.int64) + np.searchsorted(at, kept, side="right")
+    source = np.empty(kept.shape[0] + len(new_ids), dtype=np.int64)
+    source[old_pos] = kept
+    source[new_pos] = -1 - np.arange(len(new_ids), dtype=np.int64)
+    return source
 
 
 def _lexical(
@@ -191,15 +207,19 @@ def _lexical(
     names, pair_field, pair_sources, readers = text_readers(settings)
     builder = LexicalIndexBuilder(names, pair_field=pair_field, pair_sources=pair_sources)
     vocabulary = old.vocabulary
-    if isinstance(vocabulary, HashedStrings):  # a loaded snapshot: term id = string number
-        builder.vocabulary = {term: n for n, term in enumerate(vocabulary.strings)}
+    if not new:  # nothing to analyze: the vocabulary stays as it is (a table or a dict)
+        builder.vocabulary = {}
+    elif isinstance(vocabulary, HashedStrings):  # a loaded snapshot: term id = string number
+        known = strings_of(vocabulary.strings)
+        builder.vocabulary = dict(zip(known, range(len(known)), strict=True))
     else:
         builder.vocabulary = dict(vocabulary)
-    old_single = len(builder.vocabulary)
+    old_single = len(vocabulary)
     ids_of = term_ids_reader(analyzer, builder)
     for entry in new:
         builder.add_ids([ids_of(text) if (text := read(entry)) else [] for read in readers])
-    single = len(builder.vocabulary)
+    single = len(builder.vocabulary) if new else old_single
+    terms_of: Mapping[str, int] = builder.vocabulary if new else vocabulary
     terms, local_docs = builder.occurrences()
     docs = [new_at[d] for d in local_docs]
     scale = max(n, 1)
@@ -211,27 +231,17 @@ def _lexical(
     if pair_field is not None:
         new_pairs, owners = builder.pair_occurrences(terms, local_docs)
     new_pair_docs = new_at[owners]
-    pair_keys = _sorted_union(old_pairs, new_pairs)
-    rows = np.repeat(np.arange(old.indptr.shape[0] - 1, dtype=np.int64), np.diff(old.indptr))
-    if old_pairs.shape[0]:
-        paired = rows >= old_single
-        rows[paired] = single + np.searchsorted(pair_keys, old_pairs[rows[paired] - old_single])
-    old_docs = old_to_new[np.asarray(old.docs, dtype=np.int64)]
-    live = old_docs >= 0
+    pair_keys, pair_rows = _grown(old_pairs, new_pairs)
+    # Old row -> new row: single terms keep their ids, pairs move past the new ones.
+    row_map = np.concatenate([np.arange(old_single, dtype=np.int64), single + pair_rows])
     fields = list(builder.fields)
-    postings = []
+    added = []
     for f, name in enumerate(fields):
-        tf = old.frequencies[f].span(0, old.docs.shape[0])
-        pick = live & (tf > 0)
-        old_keys = rows[pick] * scale + old_docs[pick]
         if name == pair_field:
             add_rows = single + np.searchsorted(pair_keys, new_pairs)
-            add_keys, add_tf = _counted(add_rows * scale + new_pair_docs)
+            added.append(_counted(add_rows * scale + new_pair_docs))
         else:
-            add_keys, add_tf = _counted(terms[f].astype(np.int64) * scale + docs[f])
-        keys = np.concatenate([old_keys, add_keys])
-        order = np.argsort(keys, kind="stable")  # two sorted runs: a linear merge
-        postings.append((keys[order], np.concatenate([tf[pick], add_tf])[order]))
+            added.append(_counted(terms[f].astype(np.int64) * scale + docs[f]))
     lengths = np.zeros((len(fields), n), dtype=np.int32)
     kept = np.flatnonzero(old_to_new >= 0)
     lengths[:, old_to_new[kept]] = np.asarray(old.lengths)[:, kept]
@@ -241,22 +251,57 @@ def _lexical(
             counted.append(np.bincount(owners, minlength=len(new)))
         lengths[:, new_at] = np.array(counted, dtype=np.int32)
     has_pairs = pair_field is not None
-    return rows_of(
-        fields, settings, builder.vocabulary, pair_keys, postings, lengths, has_pairs=has_pairs
-    )
+    if merge.available():
+        return merge.merged_index(
+            old,
+            settings,
+            terms_of,
+            pair_keys,
+            row_map,
+            old_to_new,
+            added,
+            lengths,
+            has_pairs=has_pairs,
+        )
+    postings = _renumbered(old, row_map, old_to_new, added, n)
+    return rows_of(fields, settings, terms_of, pair_keys, postings, lengths, has_pairs=has_pairs)
+
+
+def _renumbered(
+    old: LexicalIndex, row_map: I64, old_to_new: I64, added: list[tuple[I64, I64]], n: int
+) -> list[tuple[I64, I64]]:
+    """The numpy path: per field, old postings renumbered merged with ``added`` (distinct
+    sorted keys ``row·n + doc`` and frequencies), for ``rows_of``."""
+    rows = np.repeat(row_map, np.diff(old.indptr))
+    old_docs = old_to_new[np.asarray(old.docs, dtype=np.int64)]
+    live = old_docs >= 0
+    postings = []
+    for f, (add_keys, add_tf) in enumerate(added):
+        tf = old.frequencies[f].span(0, old.docs.shape[0])
+        pick = live & (tf > 0)
+        keys = np.concatenate([rows[pick] * max(n, 1) + old_docs[pick], add_keys])
+        order = np.argsort(keys, kind="stable")  # two sorted runs: a linear merge
+        postings.append((keys[order], np.concatenate([tf[pick], add_tf])[order]))
+    return postings
 
 
 _NO: I64 = np.empty(0, dtype=np.int64)
 
 
-def _sorted_union(old: I64, new: I64) -> I64:
-    """``old`` (sorted, distinct) with the keys of ``new`` it lacks, sorted: O(len(old))."""
+def _grown(old: I64, new: I64) -> tuple[I64, I64]:
+    """``old`` (sorted, distinct) with the keys of ``new`` it lacks, sorted, and where each
+    old key went: O(len(old)) without a search per old key."""
     fresh = np.unique(new).astype(np.int64)
-    if not old.shape[0] or not fresh.shape[0]:
-        return np.concatenate([old, fresh]).astype(np.int64)
+    if not fresh.shape[0] or not old.shape[0]:
+        where = np.arange(old.shape[0], dtype=np.int64)
+        return np.concatenate([old, fresh]).astype(np.int64), where
     at = np.searchsorted(old, fresh)
     present = (at < old.shape[0]) & (old[np.minimum(at, old.shape[0] - 1)] == fresh)
-    return np.insert(old, at[~present], fresh[~present]).astype(np.int64)
+    inserted = at[~present]
+    # Old key i moves right by the number of keys inserted before it (at positions <= i).
+    shift = np.cumsum(np.bincount(inserted, minlength=old.shape[0] + 1))[: old.shape[0]]
+    where = np.arange(old.shape[0], dtype=np.int64) + shift
+    return np.insert(old, inserted, fresh[~present]).astype(np.int64), where
 
 
 def _counted(keys: I64) -> tuple[I64, I64]:
