@@ -290,6 +290,11 @@ DEFAULT_MAX_ARRAY_BYTES: Final = 64 * 1024**3
 #: far above anything groundwire writes (a manifest nests 4 levels), far below the
 #: recursion limit that deeper input would hit in the JSON decoder.
 MAX_SNAPSHOT_JSON_DEPTH: Final = 64
+#: Threads scoring an index's postings after a build or update (index/merge.py): rows
+#: are independent, and two threads use both cores of the 2-vCPU reference machine.
+SCORING_THREADS: Final = 2
+#: Fewer postings than this are scored in one thread: a thread's start costs more.
+PARALLEL_SCORING_POSTINGS: Final = 1_000_000
 
 # --- Analysis ----------------------------------------------------------------------------------
 #: Names ``AnalyzerConfig.stopwords`` accepts besides None and a set of words.

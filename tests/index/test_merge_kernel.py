@@ -124,3 +124,21 @@ def test_damaged_rows_are_refused() -> None:
             True,
             1.2,
         )
+
+
+@pytest.mark.parametrize("threads", [2, 3, 7])
+def test_scoring_in_threads_equals_one_thread(threads: int) -> None:
+    words = [f"w{n % 37} w{n % 11} alpha" for n in range(200)]
+    kb = KnowledgeBase.from_documents(
+        [Document(f"d{n:03d}", w, w * 3) for n, w in enumerate(words)]
+    )
+    lex = kb._parts.lexical
+    n_docs = lex.lengths.shape[1]
+    counts = [(f.start, f.counts) for f in lex.frequencies]
+    overflow = [(f.overflow_at, f.overflow_tf) for f in lex.frequencies]
+    norms = np.linspace(0.5, 2.0, n_docs * len(counts)).reshape(n_docs, len(counts))
+    idf = np.linspace(0.1, 3.0, lex.indptr.shape[0] - 1)
+    args = (lex.indptr, lex.docs, counts, overflow, lex.weights, norms, idf, True, 1.2)
+    one = _merge.score_rows(*args, threads=1)
+    assert np.array_equal(_merge.score_rows(*args, threads=threads), one)
+    assert np.array_equal(one, lex.scores) is False  # other statistics: other scores

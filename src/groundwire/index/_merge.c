@@ -14,7 +14,7 @@
  */
 #include <stdint.h>
 
-#define GW_MERGE_ABI 1
+#define GW_MERGE_ABI 2
 #define GW_TF_OVERFLOW 255
 
 int64_t gw_merge_abi_version(void) { return GW_MERGE_ABI; }
@@ -158,9 +158,10 @@ void gw_row_df(int64_t n_rows, const int64_t *indptr, int64_t n_fields,
 /* mode 0: "fields" (idf is n_fields x n_rows), mode 1: "bm25f" (idf per row).
  * knorms: n_docs x n_fields, the length norm (bm25f) or k1 times it ("fields"), as numpy
  * computes them. Fields of weight 0 are skipped, as the builder skips them.
- * Returns 0, or -1 for a document out of range or a field range cutting a row. */
+ * Scores rows r_lo..r_hi only (threads share the rows). Returns 0, or -1 for a document
+ * out of range or a field range cutting a row. */
 int64_t gw_score_rows(
-    int64_t n_rows, const int64_t *indptr, const int32_t *docs, int64_t n_docs,
+    int64_t n_rows, int64_t r_lo, int64_t r_hi, const int64_t *indptr, const int32_t *docs, int64_t n_docs,
     int64_t n_fields, const gw_bytes *counts,
     const int64_t *const *ovf_at, const int64_t *const *ovf_tf, const int64_t *n_ovf,
     const double *weights, const double *knorms, const double *idf,
@@ -171,8 +172,12 @@ int64_t gw_score_rows(
     double wi[64];
     const double k1p = k1 + 1;
     if (n_fields > 64) return -1;
-    for (int64_t f = 0; f < n_fields; f++) cursor[f] = 0;
-    for (int64_t r = 0; r < n_rows; r++) {
+    if (r_lo < 0 || r_hi > n_rows || r_lo > r_hi) return -1;
+    for (int64_t f = 0; f < n_fields; f++) {  /* the first overflow at or after the range */
+        cursor[f] = 0;
+        while (cursor[f] < n_ovf[f] && ovf_at[f][cursor[f]] < indptr[r_lo]) cursor[f]++;
+    }
+    for (int64_t r = r_lo; r < r_hi; r++) {
         int64_t lo = indptr[r], hi = indptr[r + 1];
         if (lo == hi) continue;
         n_active = 0;

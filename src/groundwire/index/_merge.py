@@ -14,6 +14,8 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,7 +28,7 @@ __all__ = ["Bytes", "available", "merge_rows", "row_df", "score_rows"]
 _LIBRARY = "_gwmerge" + (
     ".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so"
 )
-_ABI_VERSION = 1  # GW_MERGE_ABI in _merge.c
+_ABI_VERSION = 2  # GW_MERGE_ABI in _merge.c
 _P, _I64, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
 
 I64 = npt.NDArray[np.int64]
@@ -70,7 +72,7 @@ def _load() -> ctypes.CDLL | None:
             lib.gw_merge_rows.restype = _I64
             lib.gw_row_df.argtypes = [_I64, _P, _I64, _P, _P]
             lib.gw_row_df.restype = None
-            lib.gw_score_rows.argtypes = [_I64, _P, _P, _I64, _I64, _P, _P, _P, _P]
+            lib.gw_score_rows.argtypes = [_I64, _I64, _I64, _P, _P, _I64, _I64, _P, _P, _P, _P]
             lib.gw_score_rows.argtypes += [_P, _P, _P, _I64, _F64, _P]
             lib.gw_score_rows.restype = _I64
         except (OSError, AttributeError) as exc:
@@ -177,28 +179,50 @@ def score_rows(
     idf: npt.NDArray[np.float64],
     bm25f: bool,
     k1: float,
+    threads: int = 1,
 ) -> npt.NDArray[np.float64]:
     """Every posting's score (see ``gw_score_rows``); ``norms`` is ``[docs, fields]``,
-    ``idf`` per row (bm25f) or ``[fields, rows]``."""
+    ``idf`` per row (bm25f) or ``[fields, rows]``. With ``threads`` > 1 the rows are
+    cut into that many runs of about equal postings, scored at once (ctypes releases
+    the GIL during each call)."""
     scores = np.empty(docs.shape[0], dtype=np.float64)
+    n_rows = indptr.shape[0] - 1
     n_ovf = np.array([at.shape[0] for at, _ in overflow], dtype=np.int64)
-    failed = _lib().gw_score_rows(
-        indptr.shape[0] - 1,
-        _ptr(indptr),
-        _ptr(docs),
-        norms.shape[0],
-        len(counts),
-        _bytes(counts),
-        _pointers([at for at, _ in overflow]),
-        _pointers([tf for _, tf in overflow]),
-        _ptr(n_ovf),
-        _ptr(weights),
-        _ptr(norms),
-        _ptr(idf),
-        1 if bm25f else 0,
-        k1,
-        _ptr(scores),
-    )
-    if failed:
+    tables = (_bytes(counts), _pointers([at for at, _ in overflow]))
+    tfs = _pointers([tf for _, tf in overflow])
+    lib = _lib()
+
+    def run(bounds: tuple[int, int]) -> int:
+        return int(
+            lib.gw_score_rows(
+                n_rows,
+                bounds[0],
+                bounds[1],
+                _ptr(indptr),
+                _ptr(docs),
+                norms.shape[0],
+                len(counts),
+                tables[0],
+                tables[1],
+                tfs,
+                _ptr(n_ovf),
+                _ptr(weights),
+                _ptr(norms),
+                _ptr(idf),
+                1 if bm25f else 0,
+                k1,
+                _ptr(scores),
+            )
+        )
+
+    cuts = np.searchsorted(indptr, np.linspace(0, docs.shape[0], threads + 1)[1:-1])
+    edges = [0, *np.minimum(cuts, n_rows).tolist(), n_rows]
+    runs = list(pairwise(edges))
+    if len(runs) == 1:
+        failed = [run(runs[0])]
+    else:
+        with ThreadPoolExecutor(len(runs)) as pool:
+            failed = list(pool.map(run, runs))
+    if any(failed):
         raise ValueError("a posting's document is out of range (damaged input)")
     return scores

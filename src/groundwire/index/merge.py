@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from groundwire.config import IndexSettings
+from groundwire.config import PARALLEL_SCORING_POSTINGS, SCORING_THREADS, IndexSettings
 from groundwire.index import _merge
 from groundwire.index.lexical import (
     TF_OVERFLOW,
@@ -71,7 +71,10 @@ def scores_of(
         for f in range(len(frequencies)):
             row_idf[f] = idf(float(stats.doc_count[f]), df[f])
     overflow = [(freq.overflow_at, freq.overflow_tf) for freq in frequencies]
-    return _merge.score_rows(indptr, docs, counts, overflow, weights, norms, row_idf, bm25f, k1)
+    threads = SCORING_THREADS if docs.shape[0] >= PARALLEL_SCORING_POSTINGS else 1
+    return _merge.score_rows(
+        indptr, docs, counts, overflow, weights, norms, row_idf, bm25f, k1, threads
+    )
 
 
 def merged_index(
