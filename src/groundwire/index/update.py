@@ -15,6 +15,7 @@ renumbered; new ones are merged in).
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
@@ -105,7 +106,28 @@ def update_parts(
 ) -> Parts:
     """``parts`` with ``deletes`` removed and ``upserts`` added or replacing the entries of
     their ids (see the module docstring). Deleting an id that is not there is an error;
-    an id may not be both upserted and deleted, nor upserted twice."""
+    an id may not be both upserted and deleted, nor upserted twice.
+
+    The cyclic garbage collector pauses meanwhile: an update makes millions of acyclic
+    objects (ids, positions), and each collection would walk every live object of a
+    large in-memory knowledge base (a fifth of a 50k-document delete's CPU time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _updated(parts, upserts, deletes, exact_ids=exact_ids, exact_titles=exact_titles)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _updated(
+    parts: Parts,
+    upserts: Sequence[KnowledgeEntry],
+    deletes: Iterable[str],
+    *,
+    exact_ids: bool = True,
+    exact_titles: bool = True,
+) -> Parts:
     settings = parts.settings
     new = sorted(upserts, key=lambda e: e.id)
     new_ids = [e.id for e in new]
@@ -319,11 +341,12 @@ def _phrases(
     exact_titles: bool,
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
     added = phrases_of(new, analyzer, exact_ids, exact_titles)
+    remap = old_to_new.tolist()  # Python ints: a list lookup per position, not a numpy one
     out = []
     for old_map, new_map in zip((parts.exact_index, parts.alias_index), added, strict=True):
         merged: dict[str, list[int]] = {}
         for key, docs in old_map.items():
-            kept = [int(old_to_new[d]) for d in docs if old_to_new[d] >= 0]
+            kept = [at for at in map(remap.__getitem__, docs) if at >= 0]
             if kept:
                 merged[key] = kept
         for key, docs in new_map.items():
