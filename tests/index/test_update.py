@@ -211,3 +211,21 @@ def test_a_document_that_no_longer_chunks_loses_its_chunks_like_a_rebuild(tmp_pa
     assert all(e.metadata["source_id"] != "b.md" for e in updated)
     assert [e.id for e in updated] == [e.id for e in rebuilt] == ["a.md#0"]
     same(updated, rebuilt, ["comets tails", "tides moon"])
+
+
+def test_an_update_leaves_the_garbage_collector_as_it_found_it() -> None:
+    import gc
+
+    kb = KnowledgeBase.from_documents([Document("a", "alpha", "beta")])
+    assert gc.isenabled()
+    kb.update([Document("b", "gamma", "delta")])
+    assert gc.isenabled()
+    with pytest.raises(KnowledgeIndexError):
+        kb.update(deletes=["missing"])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        kb.update(deletes=["a"])
+        assert not gc.isenabled()  # a host that turned it off keeps it off
+    finally:
+        gc.enable()
