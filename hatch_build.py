@@ -35,15 +35,16 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCE = Path("src", "groundwire", "index", "_kernel.c")
-# Must match _LIBRARY in src/groundwire/index/_kernel.py. Not named ``_kernel.<ext>``: an
-# extension-module suffix next to ``_kernel.py`` would shadow the Python module on import.
+# Must match the NativeLibrary stem in src/groundwire/index/_kernel.py. Not named
+# ``_kernel.<ext>``: an extension-module suffix next to ``_kernel.py`` would shadow the
+# Python module on import.
 LIBRARY = "_gwkernel" + (
     ".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so"
 )
 DENSE_SOURCE = Path("src", "groundwire", "index", "_dense.c")
-DENSE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwdense")  # _LIBRARY in index/_dense.py
+DENSE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwdense")  # NativeLibrary stem in index/_dense.py
 MERGE_SOURCE = Path("src", "groundwire", "index", "_merge.c")
-MERGE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwmerge")  # _LIBRARY in index/_merge.py
+MERGE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwmerge")  # NativeLibrary stem in index/_merge.py
 KERNELS = ((SOURCE, LIBRARY), (DENSE_SOURCE, DENSE_LIBRARY), (MERGE_SOURCE, MERGE_LIBRARY))
 FLAGS = ["-std=c99", "-O3", "-fPIC", "-shared", "-Wall"]
 _HINT = " Install a C compiler (or set CC) and reinstall to get it."

@@ -10,21 +10,15 @@ float32 rounding.
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
-import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.index._native import NativeLibrary
+
 __all__ = ["Codes", "Matrix", "available", "rows", "topk", "topk_rescored", "unavailable_reason"]
 
-# Must match DENSE_LIBRARY in hatch_build.py.
-_LIBRARY = "_gwdense" + (
-    ".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so"
-)
 _ABI_VERSION = 2  # GW_DENSE_ABI in _dense.c
 _TYPES = {np.dtype(np.float32): 0, np.dtype(np.int8): 1}
 _I16_MAX = 32767.0
@@ -32,54 +26,36 @@ _I16_MAX = 32767.0
 _P, _I64, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
 _ARGS: list[Any] = [_P, _I64, _I64, _I64, _P, _P, _F64, _P]
 
-_lock = threading.Lock()
-_library: ctypes.CDLL | None = None
-_reason: str | None = "not loaded yet"
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    lib.gw_dense_abi_version.restype = _I64
+    version = lib.gw_dense_abi_version()
+    if version != _ABI_VERSION:
+        raise OSError(f"ABI version {version}, expected {_ABI_VERSION}: reinstall")
+    lib.gw_dense_topk.argtypes = [*_ARGS, _P, _P, _I64, _P, _P]
+    lib.gw_dense_topk.restype = _I64
+    lib.gw_dense_rows.argtypes = [*_ARGS, _P, _I64, _P]
+    lib.gw_dense_rows.restype = _I64
+    lib.gw_dense_topk_rescored.argtypes = [
+        _P, _P, _P, _I64, _I64, _P, _P, _F64, _F64, _P, _P, _I64, _I64,
+        _P, _P, _P, _P, _P, _P,
+    ]  # fmt: skip
+    lib.gw_dense_topk_rescored.restype = _I64
+    return lib
 
 
-def _load() -> ctypes.CDLL | None:
-    global _library, _reason
-    with _lock:
-        if _reason != "not loaded yet":
-            return _library
-        path = Path(__file__).with_name(_LIBRARY)
-        if os.environ.get("GROUNDWIRE_NO_KERNEL") == "1":
-            _reason = "disabled by GROUNDWIRE_NO_KERNEL=1"
-            return None
-        if not path.is_file():
-            _reason = f"{path} was not built (no C compiler at install?)"
-            return None
-        try:
-            lib = ctypes.CDLL(str(path))
-            lib.gw_dense_abi_version.restype = _I64
-            version = lib.gw_dense_abi_version()
-            if version != _ABI_VERSION:
-                raise OSError(f"ABI version {version}, expected {_ABI_VERSION}: reinstall")
-            lib.gw_dense_topk.argtypes = [*_ARGS, _P, _P, _I64, _P, _P]
-            lib.gw_dense_topk.restype = _I64
-            lib.gw_dense_rows.argtypes = [*_ARGS, _P, _I64, _P]
-            lib.gw_dense_rows.restype = _I64
-            lib.gw_dense_topk_rescored.argtypes = [
-                _P, _P, _P, _I64, _I64, _P, _P, _F64, _F64, _P, _P, _I64, _I64,
-                _P, _P, _P, _P, _P, _P,
-            ]  # fmt: skip
-            lib.gw_dense_topk_rescored.restype = _I64
-        except (OSError, AttributeError) as exc:
-            _reason = f"{path} could not be loaded: {exc}"
-            return None
-        _library, _reason = lib, None
-        return lib
+# The file name must match DENSE_LIBRARY in hatch_build.py.
+_native = NativeLibrary("_gwdense", _bind)
 
 
 def available() -> bool:
     """Whether the compiled dense kernel is loaded (loading it on first call)."""
-    return (_library if _reason is None else _load()) is not None
+    return _native.get() is not None
 
 
 def unavailable_reason() -> str | None:
     """Why the dense kernel is unavailable (None when it is available)."""
-    available()
-    return _reason
+    return _native.reason
 
 
 def _address(array: npt.NDArray[Any] | None) -> int | None:
@@ -141,7 +117,7 @@ def topk(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """The ``k`` best rows (allowed by ``mask`` and holding a vector), best first, ties by
     row; ``query`` is float32 ``[d]`` (C-contiguous) and ``mask`` bool ``[n]`` or None."""
-    lib = _library
+    lib = _native.get()
     assert lib is not None  # a Matrix exists only when the kernel is loaded
     keep, qf, qi, step = view._query(query)
     room = max(1, min(k, view.n))
@@ -161,7 +137,7 @@ def rows(
     view: Matrix, query: npt.NDArray[np.float32], positions: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.float32]:
     """Scores of the rows ``positions`` (int64, C-contiguous, each within the matrix)."""
-    lib = _library
+    lib = _native.get()
     assert lib is not None
     keep, qf, qi, step = view._query(query)
     out = np.empty(positions.shape[0], dtype=np.float32)
@@ -228,7 +204,7 @@ def topk_rescored(
     """:func:`topk` of a float32 ``view`` found through ``codes`` (a pool of ``pool`` >= k
     code candidates rescored exactly), and whether the pool was certified (else the full
     scan answered)."""
-    lib = _library
+    lib = _native.get()
     assert lib is not None
     assert view.dtype == 0
     peak = float(np.abs(query).max()) if query.shape[0] else 0.0

@@ -27,12 +27,9 @@ released during the C call.
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
 import threading
 import weakref
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +37,7 @@ import numpy.typing as npt
 
 from groundwire.index._kernel_abi import Library as _Library
 from groundwire.index._kernel_abi import Query as _Query
+from groundwire.index._native import NativeLibrary
 
 __all__ = [
     "SKIP",
@@ -57,10 +55,6 @@ __all__ = [
     "unavailable_reason",
 ]
 
-# Must match LIBRARY in hatch_build.py (see there why it is not named _kernel.<suffix>).
-_LIBRARY = "_gwkernel" + (
-    ".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so"
-)
 #: Query word codes (see :func:`top_codes`): a stop word, a word whose term is not indexed.
 SKIP = -1
 UNKNOWN = -2
@@ -77,47 +71,29 @@ Bounds = npt.NDArray[np.integer[Any]] | Sequence[int]
 DocArray = npt.NDArray[np.int64] | npt.NDArray[np.int32]
 
 
-_lock = threading.Lock()
-_library: _Library | None = None
-_reason: str | None = "not loaded yet"
+# The file name must match LIBRARY in hatch_build.py (see there why it is not _kernel.<suffix>).
+_native = NativeLibrary("_gwkernel", _Library)
 _local = threading.local()
 
 
 def _load() -> _Library | None:
-    """Load the library once (thread-safe); None when unavailable, with ``_reason`` set."""
-    global _library, _reason
-    with _lock:
-        if _reason != "not loaded yet":
-            return _library
-        path = Path(__file__).with_name(_LIBRARY)
-        if os.environ.get("GROUNDWIRE_NO_KERNEL") == "1":
-            _reason = "disabled by GROUNDWIRE_NO_KERNEL=1"
-        elif not path.is_file():
-            _reason = f"{path} was not built (no C compiler at install?)"
-        else:
-            try:
-                library = _Library(ctypes.CDLL(str(path)))
-            except (OSError, AttributeError) as exc:
-                _reason = f"{path} could not be loaded: {exc}"
-            else:
-                _library, _reason = library, None
-        return _library
+    """The loaded library (loading it once, thread-safely); None when unavailable."""
+    return _native.get()
 
 
 def available() -> bool:
     """Whether the compiled kernel is loaded (loading it on first call)."""
-    return (_library if _reason is None else _load()) is not None
+    return _native.get() is not None
 
 
 def library() -> _Library | None:
     """The loaded library's entry points (loading it on first call); None when unavailable."""
-    return _library if _reason is None else _load()
+    return _native.get()
 
 
 def unavailable_reason() -> str | None:
     """Why the kernel is unavailable (None when it is available)."""
-    available()
-    return _reason
+    return _native.reason
 
 
 def _address(array: npt.NDArray[Any]) -> int:
@@ -352,7 +328,7 @@ def _scratch() -> _Scratch:
 
 
 def _loaded() -> _Library:
-    library = _library if _reason is None else _load()
+    library = _native.get()
     if library is None:
         raise RuntimeError(f"the groundwire C kernel is unavailable: {unavailable_reason()}")
     return library

@@ -10,24 +10,18 @@ uses its numpy path, whose results are identical (tested).
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+from groundwire.index._native import NativeLibrary
+
 __all__ = ["Bytes", "available", "merge_rows", "row_df", "score_rows"]
 
-# Must match MERGE_LIBRARY in hatch_build.py.
-_LIBRARY = "_gwmerge" + (
-    ".dll" if sys.platform == "win32" else ".dylib" if sys.platform == "darwin" else ".so"
-)
 _ABI_VERSION = 2  # GW_MERGE_ABI in _merge.c
 _P, _I64, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
 
@@ -45,46 +39,29 @@ class _Bytes(ctypes.Structure):
 #: One field's frequency bytes: ``counts[p - start]`` for postings ``start..start+len``.
 Bytes = tuple[int, U8]
 
-_lock = threading.Lock()
-_library: ctypes.CDLL | None = None
-_reason: str | None = "not loaded yet"
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    lib.gw_merge_abi_version.restype = _I64
+    if (version := lib.gw_merge_abi_version()) != _ABI_VERSION:
+        raise OSError(f"ABI version {version}, expected {_ABI_VERSION}: reinstall")
+    lib.gw_merge_rows.argtypes = [_I64, _P, _P, _P, _P, _I64, _I64, _P, _P, _P, _P]
+    lib.gw_merge_rows.argtypes += [_I64, _P, _P, _P, _P, _I64, _I64, _P, _P, _P]
+    lib.gw_merge_rows.restype = _I64
+    lib.gw_row_df.argtypes = [_I64, _P, _I64, _P, _P]
+    lib.gw_row_df.restype = None
+    lib.gw_score_rows.argtypes = [_I64, _I64, _I64, _P, _P, _I64, _I64, _P, _P, _P, _P]
+    lib.gw_score_rows.argtypes += [_P, _P, _P, _I64, _F64, _P]
+    lib.gw_score_rows.restype = _I64
+    return lib
 
 
-def _load() -> ctypes.CDLL | None:
-    global _library, _reason
-    with _lock:
-        if _reason != "not loaded yet":
-            return _library
-        path = Path(__file__).with_name(_LIBRARY)
-        if os.environ.get("GROUNDWIRE_NO_KERNEL") == "1":
-            _reason = "disabled by GROUNDWIRE_NO_KERNEL=1"
-            return None
-        if not path.is_file():
-            _reason = f"{path} was not built (no C compiler at install?)"
-            return None
-        try:
-            lib = ctypes.CDLL(str(path))
-            lib.gw_merge_abi_version.restype = _I64
-            if (version := lib.gw_merge_abi_version()) != _ABI_VERSION:
-                raise OSError(f"ABI version {version}, expected {_ABI_VERSION}: reinstall")
-            lib.gw_merge_rows.argtypes = [_I64, _P, _P, _P, _P, _I64, _I64, _P, _P, _P, _P]
-            lib.gw_merge_rows.argtypes += [_I64, _P, _P, _P, _P, _I64, _I64, _P, _P, _P]
-            lib.gw_merge_rows.restype = _I64
-            lib.gw_row_df.argtypes = [_I64, _P, _I64, _P, _P]
-            lib.gw_row_df.restype = None
-            lib.gw_score_rows.argtypes = [_I64, _I64, _I64, _P, _P, _I64, _I64, _P, _P, _P, _P]
-            lib.gw_score_rows.argtypes += [_P, _P, _P, _I64, _F64, _P]
-            lib.gw_score_rows.restype = _I64
-        except (OSError, AttributeError) as exc:
-            _reason = f"{path} could not be loaded: {exc}"
-            return None
-        _library, _reason = lib, None
-        return lib
+# The file name must match MERGE_LIBRARY in hatch_build.py.
+_native = NativeLibrary("_gwmerge", _bind)
 
 
 def available() -> bool:
     """Whether the compiled merge kernel is loaded (loading it on first call)."""
-    return (_library if _reason is None else _load()) is not None
+    return _native.get() is not None
 
 
 def _ptr(array: npt.NDArray[Any]) -> int:
@@ -105,9 +82,9 @@ def _pointers(arrays: Sequence[npt.NDArray[Any]]) -> Any:
 
 
 def _lib() -> ctypes.CDLL:
-    lib = _library if _reason is None else _load()
+    lib = _native.get()
     if lib is None:
-        raise RuntimeError(f"the merge kernel is unavailable: {_reason}")
+        raise RuntimeError(f"the merge kernel is unavailable: {_native.reason}")
     return lib
 
 
