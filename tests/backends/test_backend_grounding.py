@@ -31,6 +31,9 @@ EVAL = HANDBOOK.parent / "handbook-eval"
 EMBEDDER = gw.HashingEmbedder(64)
 #: A turn on Milvus Lite takes a few dozen calls; a shared CI machine needs room.
 CONFIG = gw.GroundingConfig(timeout_ms=120_000)
+#: The embedded engine as a backend turn behaves: scope as given (docs/MILVUS.md deviation 7).
+STRICT = gw.RetrievalConfig(named_integrations=False)
+REFERENCE = gw.GroundingConfig(timeout_ms=120_000, retrieval=STRICT)
 SCOPES = (None, gw.Scope(["slack"]))
 
 
@@ -83,7 +86,7 @@ def handbook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, An
     kb = gw.KnowledgeBase.from_sources(gw.load_sources(HANDBOOK))
     path = tmp_path_factory.mktemp("snapshot") / "handbook.snapshot"
     kb.save(path)
-    with gw.GroundingEngine.from_snapshot(path, CONFIG) as engine:
+    with gw.GroundingEngine.from_snapshot(path, REFERENCE) as engine:
         yield kb, engine
 
 
@@ -93,7 +96,7 @@ TURNS = (
     {"recent_turns": [gw.Turn("user", "we use okta for single sign-on")]},
     {"blocked_domains": ["security"]},
     {"retrieval": gw.RetrievalConfig(gate="off")},
-    {"retrieval": gw.RetrievalConfig(exact_boost=0.0, relation_limit=1)},
+    {"retrieval": gw.RetrievalConfig(exact_boost=0.0, relation_limit=1, named_integrations=False)},
     {"context": gw.ContextConfig(max_tokens=120)},
 )
 
@@ -109,6 +112,26 @@ def test_the_embedded_backend_grounds_exactly_as_the_engine(
                 want = reference.ground(question, scope=scope, **overrides)
                 got = engine.ground(question, scope=scope, **overrides)
                 assert signature(got) == signature(want), (question, scope)
+
+
+def test_a_backend_turn_keeps_the_scope_when_the_question_names_an_integration(
+    handbook: tuple[Any, Any],
+) -> None:
+    """Deviation 7: named integrations widen the scope on the embedded path only."""
+    kb, reference = handbook
+    question = "slack notifications stopped arriving in our channel"
+    with gw.GroundingEngine.from_backend(gw.EmbeddedBackend(kb), CONFIG) as engine:
+        got = engine.ground(question, scope=gw.Scope([]))
+    want = reference.ground(question, scope=gw.Scope([]))
+    assert got.metadata.named_integrations == ()
+    assert signature(got) == signature(want)
+    embedded = reference.ground(
+        question, scope=gw.Scope([]), retrieval=gw.RetrievalConfig(named_integrations=True)
+    )
+    assert embedded.metadata.named_integrations == ("slack",)
+    slack = {entry.id for entry in kb.entries if "slack" in entry.integrations}
+    assert slack & set(embedded.metadata.selected_ids)
+    assert not slack & set(got.metadata.selected_ids)
 
 
 def test_a_backend_engine_reports_status_and_refuses_snapshot_swaps(
