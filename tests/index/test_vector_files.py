@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from tests.ground.test_engine_hybrid import Counting  # counts the texts it embeds
 
 import groundwire as gw
 from groundwire.index.vector_files import (
@@ -20,25 +20,6 @@ from groundwire.index.vector_files import (
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-class Counting:
-    """A hashing embedder that counts the document texts it embeds."""
-
-    def __init__(self, dimensions: int = 16) -> None:
-        self.inner = gw.HashingEmbedder(dimensions)
-        self.documents = 0
-
-    model_id = property(lambda self: self.inner.model_id)
-    dimensions = property(lambda self: self.inner.dimensions)
-    location = property(lambda self: self.inner.location)
-
-    def embed_documents(self, texts: list[str]) -> Any:
-        self.documents += len(texts)
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> Any:
-        return self.inner.embed_query(text)
 
 
 def _kb(bodies: dict[str, str]) -> gw.KnowledgeBase:
@@ -86,7 +67,7 @@ def test_vectors_saved_in_the_snapshot_are_checksummed_and_read_first(
     tmp_path: Path, dtype: str
 ) -> None:
     kb = _kb(BODIES)
-    counting = Counting()
+    counting = Counting(16)
     vectors = gw.VectorIndex.build(kb, counting, dtype=dtype)  # type: ignore[arg-type]
     path = tmp_path / "snap"
     with_vectors(kb, vectors).save(path)
@@ -114,7 +95,7 @@ def test_vectors_saved_in_the_snapshot_are_checksummed_and_read_first(
 @pytest.mark.parametrize("dtype", ["float32", "int8", "float16"])
 def test_an_update_embeds_only_new_and_changed_entries(dtype: str) -> None:
     kb = _kb(BODIES)
-    counting = Counting()
+    counting = Counting(16)
     vectors = gw.VectorIndex.build(kb, counting, dtype=dtype)  # type: ignore[arg-type]
     changed = {**BODIES, "doc2": "Document two now covers moons.", "doc9": "A new page."}
     del changed["doc4"]
@@ -148,6 +129,6 @@ def test_an_update_embeds_only_new_and_changed_entries(dtype: str) -> None:
 
 def test_a_metadata_only_change_keeps_the_vector() -> None:
     kb = gw.KnowledgeBase.from_documents([{"id": "a", "title": "A", "text": "Tides."}])
-    vectors = gw.VectorIndex.build(kb, Counting())
+    vectors = gw.VectorIndex.build(kb, Counting(16))
     moved = kb.update([{"id": "a", "title": "A", "text": "Tides.", "metadata": {"k": 1}}])
     assert vectors.updated(kb, moved, None).ids == ("a",)  # the embedded text is the same
