@@ -408,7 +408,8 @@ def test_bad_input_never_raises(
 
 @pytest.fixture
 def animal_engine(make_engine: MakeEngine, animals: dict[str, Any]) -> GroundingEngine:
-    engine = make_engine(GroundingConfig(sources=[animals]))
+    # a generous turn timeout: a loaded CI machine can exceed the 800 ms default
+    engine = make_engine(GroundingConfig(sources=[animals], timeout_ms=60_000))
     assert engine.ready()
     return engine
 
@@ -416,7 +417,9 @@ def animal_engine(make_engine: MakeEngine, animals: dict[str, Any]) -> Grounding
 @pytest.fixture
 def fixed_count_engine(make_engine: MakeEngine, animals: dict[str, Any]) -> GroundingEngine:
     """The seed's fixed-count selection (no relevance gate)."""
-    engine = make_engine(GroundingConfig(sources=[animals], retrieval=RetrievalConfig(gate="off")))
+    engine = make_engine(
+        GroundingConfig(sources=[animals], retrieval=RetrievalConfig(gate="off"), timeout_ms=60_000)
+    )
     assert engine.ready()
     return engine
 

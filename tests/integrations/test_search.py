@@ -329,6 +329,7 @@ def test_an_engine_lends_its_snapshot_settings_and_blocked_domains(handbook_path
         sources=gw.load_sources(handbook_path),
         blocked_domains=["security"],
         retrieval=gw.RetrievalConfig(result_limit=2, relation_limit=0),
+        timeout_ms=60_000,  # the searcher waits this long for the first build; CI may be loaded
     )
     with gw.GroundingEngine(config) as engine:
         searcher = EntrySearcher(engine)
