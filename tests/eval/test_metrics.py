@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from tests.conftest import DATASETS
+from tests.conftest import DATASETS, HANDBOOK, ROOT
 
-from groundwire.eval import evaluate, load_dataset
+from groundwire.eval import EvalDataset, evaluate, load_dataset
 from groundwire.eval.metrics import (
     METRICS,
     average_precision,
@@ -190,16 +190,13 @@ def test_evaluate_run_with_nothing_to_score_is_all_zero() -> None:
     assert evaluate_run({}, {}) == dict.fromkeys(METRICS, 0.0)
 
 
-# -- cross-check against an independent implementation on a real run -----------------------
+# -- cross-check against an independent implementation on real runs ----------------------
 CACM = DATASETS / "cacm"
+HANDBOOK_EVAL = ROOT / "examples" / "handbook-eval"
 
 
-@pytest.mark.integration
-def test_metrics_match_ir_measures_per_query_on_cacm() -> None:
+def _cross_check_with_ir_measures(dataset: EvalDataset) -> None:
     ir_measures = pytest.importorskip("ir_measures", reason="ir-measures is in the 'test' extra")
-    if not (CACM / "qrels" / "test.tsv").is_file():
-        pytest.skip(f"the CACM dataset is not at {CACM} (shared/datasets/cacm)")
-    dataset = load_dataset(CACM)
     result = evaluate(dataset)
     # Strictly decreasing scores from the rank, so the peer's own tie-breaking (score,
     # then doc id) cannot reorder groundwire's ranking.
@@ -219,7 +216,7 @@ def test_metrics_match_ir_measures_per_query_on_cacm() -> None:
     for metric in ir_measures.iter_calc(list(measures.values()), dataset.qrels, peer_run):
         theirs.setdefault(metric.query_id, {})[names[str(metric.measure)]] = metric.value
     ours = per_query(result.run, dataset.qrels)
-    assert len(ours) == len(dataset.queries) == 52
+    assert len(ours) == len(dataset.queries)
     assert set(theirs) == set(peer_run)
     for qid, values in ours.items():
         if qid not in theirs:  # no results: the peer skips the query, we score 0
@@ -231,3 +228,21 @@ def test_metrics_match_ir_measures_per_query_on_cacm() -> None:
     for name in METRICS:
         mean = math.fsum(values[name] for values in ours.values()) / len(ours)
         assert result.metrics[name] == pytest.approx(mean, abs=1e-12)
+
+
+@pytest.mark.integration
+def test_metrics_match_ir_measures_per_query_on_the_shipped_handbook_eval() -> None:
+    dataset = load_dataset(
+        HANDBOOK, queries=HANDBOOK_EVAL / "queries.jsonl", qrels=HANDBOOK_EVAL / "qrels.tsv"
+    )
+    assert len(dataset.queries) == 40
+    _cross_check_with_ir_measures(dataset)
+
+
+@pytest.mark.integration
+def test_metrics_match_ir_measures_per_query_on_cacm() -> None:
+    if not (CACM / "qrels" / "test.tsv").is_file():
+        pytest.skip(f"the CACM dataset is not at {CACM} (shared/datasets/cacm)")
+    dataset = load_dataset(CACM)
+    assert len(dataset.queries) == 52
+    _cross_check_with_ir_measures(dataset)
