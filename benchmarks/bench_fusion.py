@@ -72,6 +72,11 @@ Cell = tuple[str, int, float]  # fusion label, depth, dense weight
 
 def ndcg(ready: Prepared, dataset: EvalDataset, hybrid: HybridSettings) -> float:
     """nDCG@10 of ``dataset``'s queries ranked as ``groundwire eval --mode hybrid`` does."""
+    return evaluate_run(ranked(ready, dataset, hybrid), dataset.qrels)["ndcg@10"]
+
+
+def ranked(ready: Prepared, dataset: EvalDataset, hybrid: HybridSettings) -> dict[str, list[str]]:
+    """The top-100 run (ids) of every query of ``dataset`` under ``hybrid``."""
     queries = dataset.queries
     longest = max(len(text) for text in queries.values())
     run = {}
@@ -86,7 +91,7 @@ def ndcg(ready: Prepared, dataset: EvalDataset, hybrid: HybridSettings) -> float
             max_query_chars=max(DEFAULT_MAX_QUERY_CHARS, longest),
         )
         run[qid] = [ready.kb.entry(hit.doc).id for hit in hits]
-    return evaluate_run(run, dataset.qrels)["ndcg@10"]
+    return run
 
 
 def settings(cell: Cell) -> HybridSettings:

@@ -357,6 +357,16 @@ DEFAULT_PHRASE_WEIGHT: Final = 1.0
 #: Results each channel contributes to fusion: deep enough for recall@100 of the fused list
 #: (50 and 200 moved the tuning mean by at most 0.0014, under bench_fusion's margin).
 DEFAULT_CHANNEL_DEPTH: Final = 100
+#: Dense pseudo-relevance feedback (retrieve/feedback.py): where the feedback entries come
+#: from: the fused list, the dense list or the lexical list of the first pass.
+FEEDBACK_SOURCES: Final[tuple[str, ...]] = ("fused", "dense", "lexical")
+#: Feedback entries (0: off): the first pass's top n move the query vector (Rocchio);
+#: off until it beats no feedback on the tuning sets (benchmarks/bench_feedback.py).
+DEFAULT_FEEDBACK_DOCS: Final = 0
+#: The centroid's weight beside the query's 1 (Rocchio beta with alpha 1).
+DEFAULT_FEEDBACK_WEIGHT: Final = 0.5
+#: The feedback entries' source: the fused head is the most precise first-pass list.
+DEFAULT_FEEDBACK_SOURCE: Final = "fused"
 #: Fused results a reranker sees: its cost grows with N; the head is what it can fix.
 DEFAULT_RERANK_TOP_N: Final = 20
 #: Seconds a reranker may take before the fused order is kept (seed 002).
@@ -634,6 +644,9 @@ class HybridSettings:
     ``channel_depth``: results each channel contributes. ``reranker`` (a
     :class:`~groundwire.retrieve.rerank.Reranker`, or None) reorders the fused top
     ``rerank_top_n`` within ``rerank_timeout_s``, else the fused order stays.
+    ``feedback_docs`` (hybrid mode; 0: off): dense pseudo-relevance feedback, the query
+    vector plus ``feedback_weight`` x the centroid of the first pass's top entries of
+    ``feedback_source``, then the dense channel again and a second fusion.
     """
 
     mode: Literal["lexical", "dense", "hybrid"] = "lexical"
@@ -646,6 +659,9 @@ class HybridSettings:
     reranker: Any = field(default=None, compare=False)
     rerank_top_n: int = DEFAULT_RERANK_TOP_N
     rerank_timeout_s: float = DEFAULT_RERANK_TIMEOUT_S
+    feedback_docs: int = DEFAULT_FEEDBACK_DOCS
+    feedback_weight: float = DEFAULT_FEEDBACK_WEIGHT
+    feedback_source: Literal["fused", "dense", "lexical"] = DEFAULT_FEEDBACK_SOURCE
 
     def __post_init__(self) -> None:
         _require(self.mode in RETRIEVAL_MODES, "mode", self.mode, f"one of {RETRIEVAL_MODES}")
@@ -664,6 +680,16 @@ class HybridSettings:
         _positive_int("rerank_top_n", self.rerank_top_n, MAX_SEARCH_K)
         _finite("rerank_timeout_s", self.rerank_timeout_s)
         _require(self.rerank_timeout_s > 0, "rerank_timeout_s", self.rerank_timeout_s, "> 0")
+        _non_negative_int("feedback_docs", self.feedback_docs)
+        _require(self.feedback_docs <= MAX_SEARCH_K, "feedback_docs", self.feedback_docs,
+                 f"an integer from 0 to {MAX_SEARCH_K}")  # fmt: skip
+        _finite("feedback_weight", self.feedback_weight)
+        _require(
+            self.feedback_source in FEEDBACK_SOURCES,
+            "feedback_source",
+            self.feedback_source,
+            f"one of {FEEDBACK_SOURCES}",
+        )
         _require(
             self.reranker is None or callable(getattr(self.reranker, "rerank", None)),
             "reranker",

@@ -7,8 +7,9 @@ unavailable at query time (fail open), and the report says so. Building vectors,
 contrast, fails loudly (see :meth:`~groundwire.index.vectors.VectorIndex.build`).
 
 :func:`rank_channels` fuses the channels of a mode (``dense``: the dense list alone;
-``hybrid``: lexical, phrase and dense) and :func:`rerank_hits` applies a reranker to the
-fused head; both only ever see eligible entries.
+``hybrid``: lexical, phrase and dense; with dense pseudo-relevance feedback on, a second
+pass, see :mod:`groundwire.retrieve.feedback`) and :func:`rerank_hits` applies a reranker
+to the fused head; both only ever see eligible entries.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from groundwire.retrieve.channels import (
     lexical_channel,
     phrase_channel,
 )
+from groundwire.retrieve.feedback import feedback_entries, feedback_vector
 from groundwire.retrieve.rerank import RerankCandidate, Reranker, RerankReport, apply_reranker
 
 __all__ = [
@@ -188,8 +190,9 @@ def rank_channels(
     """Fuse the channels of ``settings.mode``: dense alone, or ``lexical`` lists + dense.
 
     ``lexical_scorer`` gives BM25 scores of positions the lexical list did not hold
-    (weighted fusion completes the union with it). Returns the fused hits (best first,
-    up to ``limit``) and each channel's list size.
+    (weighted fusion completes the union with it). With ``settings.feedback_docs`` the
+    dense channel is searched again with the fed-back query vector and fused again.
+    Returns the fused hits (best first, up to ``limit``) and each channel's list size.
     """
     depth = max(settings.channel_depth, limit)
     dense = dense_channel(vectors, query, mask, depth)
@@ -200,8 +203,17 @@ def rank_channels(
     full = [c for c in lexical if c.name == "lexical" and len(c) >= depth]
     if lexical_scorer is not None and full:  # a shorter list holds every BM25 match
         scorers["lexical"] = lexical_scorer
-    hits = fuse(lists, settings, limit, scorers)
-    return hits, {channel.name: len(channel) for channel in lists}
+    hits = fuse(lists, settings, max(limit, settings.feedback_docs), scorers)
+    sizes = {channel.name: len(channel) for channel in lists}
+    if settings.feedback_docs:  # a second pass with the moved query vector (feedback.py)
+        moved = feedback_vector(
+            vectors, query, feedback_entries(settings, hits, lists), settings.feedback_weight
+        )
+        if moved is not None:
+            lists = [*lexical, dense_channel(vectors, moved, mask, depth)]
+            scorers["dense"] = lambda docs: vectors.scores(moved, docs)
+            hits = fuse(lists, settings, limit, scorers)
+    return hits[:limit], sizes
 
 
 def scores_at(scores: QueryScores, docs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
