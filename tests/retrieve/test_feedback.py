@@ -160,3 +160,41 @@ def test_retrieve_with_feedback_ranks_by_the_second_pass(handbook_path: Any) -> 
 def test_bad_feedback_settings_are_config_errors(option: str, value: object) -> None:
     with pytest.raises(ConfigError, match=option):
         HybridSettings(mode="hybrid", **{option: value})  # type: ignore[arg-type]
+
+
+def test_evidence_with_feedback_never_feeds_back_a_denied_source() -> None:
+    from groundwire import EvidenceSettings, chunk_settings
+    from groundwire.retrieve.evidence import select_evidence
+
+    docs = [
+        {**d, "metadata": {"source_id": f"src{n % 5}", "start": 0, "end": len(d["text"])}}
+        for n, d in enumerate(_corpus(9))
+    ]
+    kb = KnowledgeBase.from_documents(docs, chunk_settings())
+    vectors = VectorIndex.build(kb, EMBEDDER)
+    denied = {"src1", "src4"}
+    fed: list[int] = []
+    original = feedback.feedback_vector
+
+    def spy(index: VectorIndex, vector: Any, positions: Any, weight: float) -> Any:
+        fed.extend(positions)
+        return original(index, vector, positions, weight)
+
+    settings = EvidenceSettings(hybrid=_feedback("fused", 10, 1.0), limit=10, candidate_limit=40)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hybrid, "feedback_vector", spy)
+        selection = select_evidence(
+            kb,
+            "rotate webhook key",
+            settings,
+            principal="alice",
+            authorize=lambda who, source: source.id not in denied,
+            vectors=vectors,
+            embedder=EMBEDDER,
+        )
+    assert selection.channels is not None
+    assert selection.channels.used == "hybrid"
+    assert fed
+    assert selection.excerpts
+    assert not {e.source_id for e in selection.excerpts} & denied
+    assert not {kb.entry(p).metadata.get("source_id") for p in fed} & denied
