@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from groundwire.backends.protocol import BackendHit, SearchBackend
 from groundwire.config import HybridSettings
-from groundwire.errors import QueryError
+from groundwire.errors import ConfigError, QueryError
 from groundwire.index.knowledge_base import check_k
 from groundwire.model import ChannelScore, Filter
 from groundwire.retrieve.channels import ChannelList, Positions, dense_hits, fuse
@@ -87,6 +87,11 @@ def fused_channels(
     list missed no BM25 score (0), as a grounding turn's fusion does (``search_channels``
     scores them).
     """
+    if settings.mode == "hybrid" and settings.feedback_docs:
+        raise ConfigError(
+            "dense pseudo-relevance feedback is not applied over a search backend; use the "
+            "embedded index or set HybridSettings(feedback_docs=0)"
+        )
     depth = max(settings.channel_depth, k)
     dense = backend.dense(vector, flt, depth)
     if settings.mode == "dense":  # one channel: its cosine is the score
