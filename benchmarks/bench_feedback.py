@@ -5,7 +5,7 @@ The protocol, fixed (committed) before any SciFact figure of these candidates wa
 - **Stage:** ``groundwire.retrieve.feedback`` (hybrid mode): the first pass's top ``n``
   entries of a source list give a centroid; the query vector becomes ``q + beta x
   centroid`` (unit length), the dense channel is searched again and fused again.
-- **Tuning sets:** CACM (64 judged queries) and ``examples/handbook-eval`` (40).
+- **Tuning sets:** CACM (52 judged queries) and ``examples/handbook-eval`` (40).
   **Report-only sets:** SciFact (300) and ``examples/handbook-holdout`` (35).
 - **Candidates** (108 cells, plus the current default, feedback off): source ``fused``,
   ``dense`` or ``lexical``; ``n`` 3, 5, 10; ``beta`` 0.25, 0.5, 1, 2; dense weight 0.4,
@@ -23,13 +23,16 @@ The protocol, fixed (committed) before any SciFact figure of these candidates wa
   between two folds, each fold is ranked with the cell best on the other, and only the
   held-out nDCG@10 is printed (with the same for the no-feedback weights alone).
 - **Run:** ``HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_feedback.py [--data DIR]``
-  (vectors from the embedding cache; ``--no-cv`` skips the SciFact cross-validation).
+  (vectors from the embedding cache; ``--no-cv`` skips the SciFact cross-validation;
+  ``--latency`` adds CPU ms per SciFact query of lexical and the reported cells, set
+  ``OPENBLAS_NUM_THREADS=1`` for it on a shared machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +43,7 @@ from groundwire import CachedEmbedder, EmbeddingCache, HybridSettings, create_em
 from groundwire.eval.datasets import EvalDataset, load_dataset
 from groundwire.eval.hybrid import Prepared, prepare
 from groundwire.eval.metrics import evaluate_run, per_query
+from groundwire.retrieve.hybrid import search_channels
 
 SOURCES = ("fused", "dense", "lexical")
 COUNTS = (3, 5, 10)
@@ -156,10 +160,31 @@ def setup(doc: str | None) -> tuple[argparse.Namespace, CachedEmbedder, Loaders]
     parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
     parser.add_argument("--data", default=str(DATA), help="folder holding cacm/ and scifact/")
     parser.add_argument("--no-cv", action="store_true", help="skip the SciFact 2-fold CV")
+    parser.add_argument("--latency", action="store_true", help="SciFact CPU ms per query")
     args = parser.parse_args()
     cache = EmbeddingCache(Path.home() / ".cache" / "groundwire" / "embeddings.sqlite")
     embedder = CachedEmbedder(create_embedder("all-MiniLM-L6-v2"), cache)
     return args, embedder, loaders(Path(args.data))
+
+
+def latency(ready: Prepared, dataset: EvalDataset, cells: list[Cell], rounds: int = 5) -> None:
+    """CPU ms per query (top 100, query vectors given) of lexical and of each cell's
+    hybrid, in interleaved rounds; the median round is printed."""
+    texts = list(dataset.queries.values())
+    arms = {"lexical": HybridSettings(), **{str(cell): settings(cell) for cell in cells}}
+    took: dict[str, list[float]] = {name: [] for name in arms}
+    for _ in range(rounds):
+        for name, hybrid in arms.items():
+            started = time.process_time()
+            for text in texts:
+                search_channels(
+                    ready.kb, text, 100, hybrid, vectors=ready.vectors,
+                    query_vector=ready.queries[text], max_query_chars=100_000,
+                )  # fmt: skip
+            took[name].append((time.process_time() - started) * 1000 / len(texts))
+    print("\nCPU ms per query (median of rounds):")
+    for name, values in took.items():
+        print(f"  {name:<30} {statistics.median(values):.3f}")
 
 
 def main() -> None:
@@ -191,6 +216,8 @@ def main() -> None:
     reported = {name: load[name]() for name in ("holdout", "scifact")}
     scores.update(measure(reported, embedder, report, ranker_of))
     print_table(scores, report, passing)
+    if args.latency:
+        latency(prepare(reported["scifact"], embedder), reported["scifact"], report)
     if not args.no_cv:
         plain: list[Cell] = [("off", 0, 0.0, round(s * 0.05, 2)) for s in range(1, 20)]
         print_cv(reported["scifact"], embedder, plain, cells[1:], ranker_of)

@@ -2,7 +2,7 @@
 
 The protocol, fixed before any SciFact figure of the new candidates was computed:
 
-- **Tuning sets:** CACM (BEIR layout, 64 judged queries) and ``examples/handbook`` with
+- **Tuning sets:** CACM (BEIR layout, 52 judged queries) and ``examples/handbook`` with
   ``examples/handbook-eval`` (40). **Report-only sets:** SciFact (300) and
   ``examples/handbook-holdout`` (35): never used to choose anything.
 - **Model:** all-MiniLM-L6-v2, vectors from the embedding cache
