@@ -361,7 +361,7 @@ DEFAULT_CHANNEL_DEPTH: Final = 100
 #: from: the fused list, the dense list or the lexical list of the first pass.
 FEEDBACK_SOURCES: Final[tuple[str, ...]] = ("fused", "dense", "lexical")
 #: Feedback entries (0: off): the first pass's top n move the query vector (Rocchio).
-#: Off: 10 won the tuning sets (+0.0055) but costs 76% more hybrid CPU (docs/HYBRID.md).
+#: Off: 10 won the tuning sets (+0.0055) but costs 80% more hybrid CPU (docs/HYBRID.md).
 DEFAULT_FEEDBACK_DOCS: Final = 0
 #: The centroid's weight beside the query's 1 (Rocchio beta with alpha 1).
 DEFAULT_FEEDBACK_WEIGHT: Final = 0.5
