@@ -1,11 +1,11 @@
 """Hatchling build hook: compile the optional C kernels when a C compiler is available.
 
-``src/groundwire/index/_kernel.c`` (BM25 queries), ``_dense.c`` (exact dense search) and
-``_merge.c`` (the linear passes of index updates) become plain shared libraries (no
-Python headers, so one build serves every Python version) that
-``groundwire.index._kernel``, ``._dense`` and ``._merge`` load through ctypes. Without
-them groundwire uses its numpy paths (identical BM25 results; dense scores equal to
-float32 rounding).
+``src/groundwire/index/_kernel.c`` (BM25 queries), ``_dense.c`` (exact dense search),
+``_merge.c`` (the linear passes of index updates) and ``_fusion.c`` (channel fusion)
+become plain shared libraries (no Python headers, so one build serves every Python
+version) that ``groundwire.index._kernel``, ``._dense``, ``._merge`` and ``._fusion`` load
+through ctypes. Without them groundwire uses its numpy paths (identical BM25 results and
+fused scores; dense scores equal to float32 rounding).
 
 * Regular wheel: the library is compiled into a temporary folder, force-included as
   ``groundwire/index/_gwkernel.<so|dylib|dll>`` and the wheel is tagged platform-specific.
@@ -45,7 +45,14 @@ DENSE_SOURCE = Path("src", "groundwire", "index", "_dense.c")
 DENSE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwdense")  # NativeLibrary stem in index/_dense.py
 MERGE_SOURCE = Path("src", "groundwire", "index", "_merge.c")
 MERGE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwmerge")  # NativeLibrary stem in index/_merge.py
-KERNELS = ((SOURCE, LIBRARY), (DENSE_SOURCE, DENSE_LIBRARY), (MERGE_SOURCE, MERGE_LIBRARY))
+FUSION_SOURCE = Path("src", "groundwire", "index", "_fusion.c")
+FUSION_LIBRARY = LIBRARY.replace("_gwkernel", "_gwfusion")  # NativeLibrary stem in index/_fusion.py
+KERNELS = (
+    (SOURCE, LIBRARY),
+    (DENSE_SOURCE, DENSE_LIBRARY),
+    (MERGE_SOURCE, MERGE_LIBRARY),
+    (FUSION_SOURCE, FUSION_LIBRARY),
+)
 FLAGS = ["-std=c99", "-O3", "-fPIC", "-shared", "-Wall"]
 _HINT = " Install a C compiler (or set CC) and reinstall to get it."
 

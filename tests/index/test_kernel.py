@@ -336,6 +336,27 @@ def test_real_index_matches_query_scores_top() -> None:
 
 
 @needs_kernel
+def test_batched_scores_of_documents_match_the_numpy_sums() -> None:
+    rng = np.random.default_rng(23)
+    words = [f"w{i}" for i in range(40)]
+    builder = LexicalIndexBuilder(("title", "body"))
+    for _ in range(300):
+        builder.add(
+            [rng.choice(words, size=int(rng.integers(0, 4))).tolist(),
+             rng.choice(words, size=int(rng.integers(0, 30))).tolist()]
+        )  # fmt: skip
+    index = builder.build(IndexSettings())
+    for _ in range(30):
+        terms = rng.choice([*words, "unknown"], size=int(rng.integers(1, 8))).tolist()
+        ids = index.query_ids(terms)
+        docs = np.sort(rng.choice(index.doc_count, size=int(rng.integers(0, 60)), replace=False))
+        want = index.score_ids(ids).scores_at(docs.astype(np.int64))
+        got = index.scores_of_ids(ids, docs)
+        assert got.tobytes() == want.tobytes()  # the same sums, bit for bit
+        assert got.tolist() == [index.score_of_ids(ids, int(d)) for d in docs]
+
+
+@needs_kernel
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
 @pytest.mark.parametrize("ties", [False, True])
 def test_sparse_strategy_over_many_documents(dtype: Any, ties: bool) -> None:

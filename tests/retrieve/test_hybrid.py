@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from groundwire import (
     search_channels,
 )
 from groundwire.embed.base import Matrix
+from groundwire.retrieve import channels
 from groundwire.retrieve.evidence import select_evidence
 
 WORDS = [
@@ -100,6 +102,8 @@ def test_denied_entries_never_appear_nor_take_a_slot(seed: int, share: float, k:
     full = _all_rankings(kb, vectors, query, mask, k)
     for name, docs in full.items():
         assert all(mask[d] for d in docs), name
+    with mock.patch.object(channels._fusion, "available", return_value=False):  # numpy fusion
+        assert _all_rankings(kb, vectors, query, mask, k) == full
     # Dense results over the full index with the mask equal those over only the allowed
     # entries (a denied entry takes no slot): same ids, same order.
     if allowed_kb_len := len(allowed_kb):

@@ -20,17 +20,20 @@
  * (the same k best float32 rows as gw_dense_topk, found through int8 codes of the rows).
  *
  * Rescored top-k: a first pass scores the int8 codes (a quarter of the bytes, so the
- * scan stays in cache instead of streaming the float32 matrix from memory) and keeps a
- * pool of the best; the pool is scored exactly in float32 (gw_dot_f32, as gw_dense_topk
- * scores) and its k best are the answer *when certified*: every row left out of the pool
- * has a code score <= the pool's worst code score c, and its float32 score is within
- * `bound` of its code score (the caller bounds the quantization error of rows and query
- * plus float rounding), so if c + bound < the k-th exact score no row outside can enter
- * the top k. Otherwise the full float32 scan answers. Either way the result equals
- * gw_dense_topk's on the float32 rows, bit for bit.
+ * scan stays in cache instead of streaming the float32 matrix from memory; AVX2 intrinsics
+ * where the CPU has them, exact integer sums either way) and keeps a pool of the best;
+ * the pool is scored exactly in float32 (gw_dot_f32, as gw_dense_topk scores), best code
+ * first, and the answer is the k best *once certified*: every row not rescored has a code
+ * score <= c (the next code of the pool, or the best code left out of it) and its float32
+ * score is within `bound` of its code score (the quantization error of rows and query
+ * plus float rounding), so once c + bound < the k-th exact score no row left can enter
+ * the top k. Without a certificate the full float32 scan answers. Either way the result
+ * equals gw_dense_topk's on the float32 rows, bit for bit.
  */
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #if defined(_WIN32)
 #define GW_EXPORT __declspec(dllexport)
@@ -39,10 +42,15 @@
 #endif
 
 /* Bumped whenever a signature or a semantic changes; the loader refuses a stale library. */
-#define GW_DENSE_ABI 2
+#define GW_DENSE_ABI 3
 #define GW_LANES 16
 /* int16 query times int8 row: |product| <= 32767 * 127, so 512 of them fit an int32. */
 #define GW_I8_BLOCK 512
+/* The AVX2 form sums 2 products per int32 lane per 16 values, over two accumulators added
+   at the end: 2048 values keep each lane under 65 * 2 * 32767 * 127 < 2^31. */
+#define GW_I8_AVX2_BLOCK 2048
+/* Unit roundoff of float32. */
+#define GW_F32_EPS (1.0 / 16777216.0)
 
 enum { GW_F32 = 0, GW_I8 = 1 };
 
@@ -50,7 +58,10 @@ enum { GW_F32 = 0, GW_I8 = 1 };
    arithmetic in wider registers (AVX2 adds no FMA, so the results are identical). */
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
 #define GW_CLONES __attribute__((target_clones("avx2", "default")))
+#define GW_HAVE_AVX2 1
+#include <immintrin.h>
 #else
+#define GW_HAVE_AVX2 0
 #define GW_CLONES
 #endif
 
@@ -204,25 +215,136 @@ static inline void gw_keep(float *scores, int64_t *rows, int64_t *size, int64_t 
     }
 }
 
-/* The k best float32 rows (as gw_dense_topk), through a pool of at most `pool` >= k int8-code
- * candidates (codes/code_scale: the rows' int8 codes and scales, qi/qscale: the int16
- * query, bound: how far a code score may be from the float32 score). work_rows,
- * work_scores and work_copy have room for n. *certified is 1 when the pool answered, 0
- * when the full float32 scan did. Returns how many rows (<= k), or -1. */
+/* The int16 form of a float32 query (step = max |q| / 32767, as the caller would make it:
+ * float32 division, rounded half to even) and the bound on how far any row's code score
+ * can be from its float32 score: Cauchy-Schwarz on the row error (max_error, the largest
+ * |x - x^| over rows) and the query error, plus float rounding of both scores
+ * (generously: 4 (d + 16) float32 roundoffs), plus 1e-6. */
+static double gw_quantize_query(const float *qf, int64_t d, double max_error, double max_norm,
+                                int16_t *qi, double *step_out) {
+    float peak = 0.0f;
+    for (int64_t j = 0; j < d; j++) {
+        float a = qf[j] < 0 ? -qf[j] : qf[j];
+        if (a > peak) peak = a;
+    }
+    double step = peak > 0 ? (double)peak / 32767.0 : 1.0;
+    float fstep = (float)step;
+    double length = 0.0, error = 0.0;
+    for (int64_t j = 0; j < d; j++) {
+        float v = rintf(qf[j] / fstep);
+        qi[j] = (int16_t)(v > 32767.0f ? 32767.0f : v < -32767.0f ? -32767.0f : v);
+        double x = (double)qf[j], e = x - (double)qi[j] * step;
+        length += x * x;
+        error += e * e;
+    }
+    length = sqrt(length);
+    double rounding = 4.0 * (double)(d + 16) * GW_F32_EPS * length * (1.0 + max_error);
+    *step_out = step;
+    return max_error * length + max_norm * sqrt(error) + rounding + 1e-6;
+}
+
+/* Code scores of the allowed rows, packed: rows into work_rows, scores into work_scores;
+ * returns how many. Two copies: AVX2 intrinsics where the CPU has them, plain C. */
+#define GW_SCAN_BODY(DOT)                                                                     \
+    int64_t seen = 0;                                                                         \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+        if ((mask && !mask[i]) || (valid && !valid[i])) continue;                             \
+        work_rows[seen] = i;                                                                  \
+        work_scores[seen++] = (float)DOT(codes + i * d, qi, d) * (code_scale[i] * qs);        \
+    }                                                                                         \
+    return seen;
+
+static int64_t gw_scan_plain(const int8_t *codes, const float *code_scale, int64_t n, int64_t d,
+                             const int16_t *qi, float qs, const uint8_t *mask,
+                             const uint8_t *valid, int64_t *work_rows, float *work_scores) {
+    GW_SCAN_BODY(gw_dot_i8)
+}
+
+#if GW_HAVE_AVX2
+/* The exact integer dot product gw_dot_i8 computes (integer sums do not depend on their
+ * order): rows widened to int16, multiplied and summed in pairs (vpmaddwd), in blocks
+ * short enough that no int32 lane can overflow, then summed in int64. */
+__attribute__((target("avx2"))) static inline int64_t gw_dot_i8_avx2(const int8_t *row,
+                                                                     const int16_t *q,
+                                                                     int64_t d) {
+    int64_t total = 0, j = 0;
+    while (j + 16 <= d) {
+        int64_t end = j + GW_I8_AVX2_BLOCK < d ? j + GW_I8_AVX2_BLOCK : d;
+        __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+        for (; j + 32 <= end; j += 32) {
+            __m256i r0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + j)));
+            __m256i r1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + j + 16)));
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(r0, _mm256_loadu_si256((const __m256i *)(q + j))));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(r1, _mm256_loadu_si256((const __m256i *)(q + j + 16))));
+        }
+        for (; j + 16 <= end; j += 16) {
+            __m256i r0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + j)));
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(r0, _mm256_loadu_si256((const __m256i *)(q + j))));
+        }
+        int32_t lanes[16];
+        _mm256_storeu_si256((__m256i *)lanes, a0);
+        _mm256_storeu_si256((__m256i *)(lanes + 8), a1);
+        for (int l = 0; l < 16; l++) total += lanes[l];
+    }
+    for (; j < d; j++) total += (int32_t)row[j] * q[j];
+    return total;
+}
+
+__attribute__((target("avx2"))) static int64_t gw_scan_avx2(
+    const int8_t *codes, const float *code_scale, int64_t n, int64_t d, const int16_t *qi,
+    float qs, const uint8_t *mask, const uint8_t *valid, int64_t *work_rows,
+    float *work_scores) {
+    GW_SCAN_BODY(gw_dot_i8_avx2)
+}
+#endif
+
+/* Max-heap of the pool on (code score, row) by gw_worse: the root is the best left. */
+static void gw_sift_best(float *s, int64_t *r, int64_t n, int64_t i) {
+    for (;;) {
+        int64_t c = 2 * i + 1, w = i;
+        if (c < n && gw_worse(s[w], r[w], s[c], r[c])) w = c;
+        if (c + 1 < n && gw_worse(s[w], r[w], s[c + 1], r[c + 1])) w = c + 1;
+        if (w == i) return;
+        float ts = s[i]; s[i] = s[w]; s[w] = ts;
+        int64_t tr = r[i]; r[i] = r[w]; r[w] = tr;
+        i = w;
+    }
+}
+
+/* The k best float32 rows (as gw_dense_topk), through int8 codes of the rows (codes,
+ * code_scale; max_error / max_norm: the largest row error |x - x^| and code length |x^|).
+ * The query is quantized here (gw_quantize_query). A pool of at most `pool` >= k best code
+ * scores is rescored in float32, best code first, and the scan stops as soon as the
+ * certificate holds: every row not rescored has a code score <= c (the next pool code, or
+ * the best code left out of the pool) and c + bound < the k-th exact score so far, so no
+ * such row can enter the top k. Without a certificate the full float32 scan answers.
+ * *certified is 1 when the pool answered, 0 when the full scan did. Returns how many rows
+ * (<= k), -1 for a bad argument, -2 when scratch memory could not be allocated. */
 GW_EXPORT GW_CLONES int64_t gw_dense_topk_rescored(
     const float *matrix, const int8_t *codes, const float *code_scale, int64_t n, int64_t d,
-    const float *qf, const int16_t *qi, double qscale, double bound, const uint8_t *mask,
-    const uint8_t *valid, int64_t k, int64_t pool, int64_t *work_rows, float *work_scores,
-    float *work_copy, int64_t *out_rows, float *out_scores, int64_t *certified) {
-    if (n < 0 || d < 1 || k < 1 || pool < k || !matrix || !codes || !code_scale || !qf || !qi)
+    const float *qf, double max_error, double max_norm, const uint8_t *mask,
+    const uint8_t *valid, int64_t k, int64_t pool, int64_t *out_rows, float *out_scores,
+    int64_t *certified) {
+    if (n < 0 || d < 1 || k < 1 || pool < k || !matrix || !codes || !code_scale || !qf)
         return -1;
-    float qs = (float)qscale;
-    int64_t seen = 0; /* allowed rows, packed with their code scores */
-    for (int64_t i = 0; i < n; i++) {
-        if ((mask && !mask[i]) || (valid && !valid[i])) continue;
-        work_rows[seen] = i;
-        work_scores[seen++] = (float)gw_dot_i8(codes + i * d, qi, d) * (code_scale[i] * qs);
+    int16_t *qi = malloc((size_t)d * sizeof *qi);
+    int64_t *work_rows = malloc((size_t)(n > 0 ? n : 1) * sizeof *work_rows);
+    float *work_scores = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *work_scores);
+    if (!qi || !work_rows || !work_scores) {
+        free(qi); free(work_rows); free(work_scores);
+        return -2;
     }
+    float *work_copy = work_scores + (n > 0 ? n : 1);
+    double step;
+    double bound = gw_quantize_query(qf, d, max_error, max_norm, qi, &step);
+    float qs = (float)step;
+#if GW_HAVE_AVX2
+    int64_t seen = __builtin_cpu_supports("avx2")
+                       ? gw_scan_avx2(codes, code_scale, n, d, qi, qs, mask, valid, work_rows, work_scores)
+                       : gw_scan_plain(codes, code_scale, n, d, qi, qs, mask, valid, work_rows, work_scores);
+#else
+    int64_t seen = gw_scan_plain(codes, code_scale, n, d, qi, qs, mask, valid, work_rows, work_scores);
+#endif
     int64_t size = 0;
     int ok = 1;
     if (seen <= pool) { /* every allowed row is in the pool: nothing is left out */
@@ -232,16 +354,34 @@ GW_EXPORT GW_CLONES int64_t gw_dense_topk_rescored(
         }
     } else {
         /* cutoff: the (pool+1)-th best code score. The pool is the rows above it (at most
-           `pool`); every row left out scores <= cutoff. */
+           `pool`), packed to the front as a max-heap; every row left out scores <= cutoff. */
         for (int64_t j = 0; j < seen; j++) work_copy[j] = work_scores[j];
         float cutoff = gw_select_desc(work_copy, seen, pool);
+        int64_t m = 0;
         for (int64_t j = 0; j < seen; j++) {
             if (!(work_scores[j] > cutoff)) continue;
-            int64_t i = work_rows[j];
-            gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
+            work_scores[m] = work_scores[j];
+            work_rows[m++] = work_rows[j];
         }
-        ok = size == k && (double)cutoff + bound < (double)out_scores[0];
+        for (int64_t j = m / 2 - 1; j >= 0; j--) gw_sift_best(work_scores, work_rows, m, j);
+        ok = 0;
+        while (m > 0) {
+            int64_t i = work_rows[0];
+            gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
+            m--;
+            work_scores[0] = work_scores[m];
+            work_rows[0] = work_rows[m];
+            gw_sift_best(work_scores, work_rows, m, 0);
+            double next = m > 0 ? (double)work_scores[0] : (double)cutoff;
+            if (size == k && next + bound < (double)out_scores[0]) {
+                ok = 1;
+                break;
+            }
+        }
     }
+    free(qi);
+    free(work_rows);
+    free(work_scores);
     *certified = ok;
     if (!ok) { /* not certified: the full float32 scan answers */
         size = 0;

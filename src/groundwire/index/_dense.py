@@ -19,7 +19,7 @@ from groundwire.index._native import NativeLibrary
 
 __all__ = ["Codes", "Matrix", "available", "rows", "topk", "topk_rescored", "unavailable_reason"]
 
-_ABI_VERSION = 2  # GW_DENSE_ABI in _dense.c
+_ABI_VERSION = 3  # GW_DENSE_ABI in _dense.c
 _TYPES = {np.dtype(np.float32): 0, np.dtype(np.int8): 1}
 _I16_MAX = 32767.0
 
@@ -37,8 +37,7 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.gw_dense_rows.argtypes = [*_ARGS, _P, _I64, _P]
     lib.gw_dense_rows.restype = _I64
     lib.gw_dense_topk_rescored.argtypes = [
-        _P, _P, _P, _I64, _I64, _P, _P, _F64, _F64, _P, _P, _I64, _I64,
-        _P, _P, _P, _P, _P, _P,
+        _P, _P, _P, _I64, _I64, _P, _F64, _F64, _P, _P, _I64, _I64, _P, _P, _P,
     ]  # fmt: skip
     lib.gw_dense_topk_rescored.restype = _I64
     return lib
@@ -151,15 +150,11 @@ def rows(
     return out
 
 
-#: Unit roundoff of float32: float rounding in both scores is bounded by a few of these
-#: per dimension (the certificate's margin, see :meth:`Codes.bound`).
-_F32_EPS = 2.0**-24
-
-
 class Codes:
     """int8 codes of a float32 matrix's rows (row scale = largest magnitude / 127) and the
     largest quantization error ``max |x - x^|`` and code length ``max |x^|`` over rows:
-    what :func:`topk_rescored` scans and how far a code score may be from the exact one."""
+    what :func:`topk_rescored` scans and how far a code score may be from the exact one
+    (the kernel bounds it per query from these two, see ``gw_quantize_query``)."""
 
     __slots__ = ("codes", "max_error", "max_norm", "scale")
 
@@ -180,18 +175,6 @@ class Codes:
             self.codes[start : start + block], self.scale[start : start + block] = codes, scale
         self.max_error, self.max_norm = error, norm
 
-    def bound(
-        self, query: npt.NDArray[np.float32], quantized: npt.NDArray[np.int16], step: float
-    ) -> float:
-        """How far any row's code score can be from its float32 score for ``query``
-        (``quantized * step`` its int16 form): Cauchy-Schwarz on the row and query
-        errors, plus float rounding of both scores (generously)."""
-        exact = query.astype(np.float64)
-        query_error = float(np.linalg.norm(exact - quantized.astype(np.float64) * step))
-        length = float(np.linalg.norm(exact))
-        rounding = 4.0 * (int(query.shape[0]) + 16) * _F32_EPS * length * (1.0 + self.max_error)
-        return self.max_error * length + self.max_norm * query_error + rounding + 1e-6
-
 
 def topk_rescored(
     view: Matrix,
@@ -201,28 +184,23 @@ def topk_rescored(
     pool: int,
     mask: npt.NDArray[np.bool_] | None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], bool]:
-    """:func:`topk` of a float32 ``view`` found through ``codes`` (a pool of ``pool`` >= k
-    code candidates rescored exactly), and whether the pool was certified (else the full
-    scan answered)."""
+    """:func:`topk` of a float32 ``view`` found through ``codes`` (at most ``pool`` >= k code
+    candidates rescored exactly, best code first, until certified), and whether the pool
+    was certified (else the full scan answered)."""
     lib = _native.get()
     assert lib is not None
     assert view.dtype == 0
-    peak = float(np.abs(query).max()) if query.shape[0] else 0.0
-    step = peak / _I16_MAX if peak > 0 else 1.0
-    quantized = np.rint(query / np.float32(step)).astype(np.int16)
     room = max(1, min(k, view.n))
-    work_rows = np.empty(view.n, dtype=np.int64)
-    work_scores = np.empty((2, view.n), dtype=np.float32)  # code scores, and a copy to select
     out_rows = np.empty(room, dtype=np.int64)
     out_scores = np.empty(room, dtype=np.float32)
-    certified = np.zeros(1, dtype=np.int64)
+    certified = ctypes.c_int64(0)
     count = lib.gw_dense_topk_rescored(
         view.matrix, _address(codes.codes), _address(codes.scale), view.n, view.d,
-        _address(query), _address(quantized), step, codes.bound(query, quantized, step),
-        _address(mask), view.valid, room, max(room, pool), _address(work_rows),
-        _address(work_scores[0]), _address(work_scores[1]), _address(out_rows),
-        _address(out_scores), _address(certified),
+        _address(query), codes.max_error, codes.max_norm, _address(mask), view.valid, room,
+        max(room, pool), _address(out_rows), _address(out_scores), ctypes.byref(certified),
     )  # fmt: skip
+    if count == -2:
+        raise MemoryError("dense kernel: no memory for the scan's scratch")
     if count < 0:
         raise ValueError("dense kernel refused its arguments")
-    return out_rows[:count], out_scores[:count], bool(certified[0])
+    return out_rows[:count], out_scores[:count], bool(certified.value)

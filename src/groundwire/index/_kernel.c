@@ -715,6 +715,19 @@ GW_EXPORT int64_t gw_query_rows_score_of(const gw_query *q, int64_t doc, double 
     return 0;
 }
 
+/* The scores of docs[0..count) over the rows q->rows[0..n_rows) into out, each as
+   gw_query_rows_score_of gives it (fusion completes the union's BM25 scores with these).
+   Returns 0, GW_BAD_TERM or GW_NO_ROOM. */
+GW_EXPORT int64_t gw_query_rows_scores(const gw_query *q, const int64_t *docs, int64_t count,
+                                       double *out) {
+    gw_query rows;
+    if (q->n_rows > q->capacity) return GW_NO_ROOM;
+    int64_t status = gw_bounds(q, q->n_rows > 0 ? q->n_rows : 0, &rows);
+    if (status < 0) return status;
+    for (int64_t j = 0; j < count; j++) out[j] = gw_query_score_of(&rows, docs[j]);
+    return 0;
+}
+
 /* Sum rows [lo[i], hi[i]) of (docs, scores) in row order i = 0..n_rows-1 (so the float
    additions happen in exactly the order numpy's bincount over the concatenated rows does),
    skip documents with excluded != NULL && excluded[doc], keep only sums > 0, and write the

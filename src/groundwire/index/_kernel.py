@@ -465,6 +465,20 @@ def rows_score_of(index: Index, rows: Sequence[int], doc: int) -> float:
     return value.value
 
 
+def rows_scores(index: Index, rows: Sequence[int], docs: npt.NDArray[np.int64]) -> FloatArray:
+    """:func:`rows_score_of` of each of ``docs`` (int64, C-contiguous, each within the
+    index), in one call when the library has it."""
+    library = _loaded()
+    out = np.empty(docs.shape[0], dtype=np.float64)
+    if library.rows_scores is None:  # a library built before gw_query_rows_scores
+        out[:] = [rows_score_of(index, rows, doc) for doc in docs.tolist()]
+        return out
+    scratch = _set_rows(_indexed(index), rows)
+    status = library.rows_scores(scratch.query_ptr, _address(docs), docs.shape[0], _address(out))
+    _check(status, index.n_docs)
+    return out
+
+
 def resolve(index: Index, codes: Sequence[int]) -> list[int]:
     """The rows of a query's word codes: the term of every code >= 0 in order, then every
     indexed pair of adjacent codes >= 0 (with :data:`SKIP` codes left out, an

@@ -69,6 +69,8 @@ class Library:
         # built before them still serves queries (the checks then run in numpy).
         self.check_rows = optional(lib, "gw_check_rows", [_P, _I64, _P, _I64, _I64], _I64)
         self.check_positive_finite = optional(lib, "gw_check_positive_finite", [_P, _I64], _I64)
+        # Batched scores of given documents (fusion); without it, one call per document.
+        self.rows_scores = optional(lib, "gw_query_rows_scores", [_P, _P, _I64, _P], _I64)
         self.lib = lib
 
 

@@ -1,9 +1,9 @@
 """The optional compiled libraries beside this package (built by ``hatch_build.py``).
 
-Each kernel module (``_kernel``, ``_dense``, ``_merge``) keeps one :class:`NativeLibrary`:
-loaded with ctypes on first use, once, thread-safely; unavailable — with the reason — when
-it was not built (no C compiler at install), does not load or fit (``bind`` raises), or
-``GROUNDWIRE_NO_KERNEL=1`` is set. Callers then take their numpy path.
+Each kernel module (``_kernel``, ``_dense``, ``_merge``, ``_fusion``) keeps one
+:class:`NativeLibrary`: loaded with ctypes on first use, once, thread-safely; unavailable —
+with the reason — when it was not built (no C compiler at install), does not load or fit
+(``bind`` raises), or ``GROUNDWIRE_NO_KERNEL=1`` is set. Callers then take their numpy path.
 """
 
 from __future__ import annotations

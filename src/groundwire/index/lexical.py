@@ -103,6 +103,17 @@ class QueryScores:
             return float(self.values[at])
         return 0.0
 
+    def scores_at(self, docs: IntArray) -> FloatArray:
+        """Scores of positions ``docs`` (int64), 0.0 where they did not match."""
+        if self.dense is not None:
+            return np.asarray(self.dense[docs], dtype=np.float64)
+        found = np.zeros(docs.shape[0], dtype=np.float64)
+        if self.docs.shape[0]:
+            at = np.minimum(np.searchsorted(self.docs, docs), self.docs.shape[0] - 1)
+            hit = self.docs[at] == docs
+            found[hit] = self.values[at[hit]]
+        return found
+
     def matched(self, mask: MaskArray | None = None) -> tuple[IntArray, FloatArray]:
         """Every matching document (ascending) and its score, optionally within ``mask``."""
         if self.dense is not None:
@@ -428,6 +439,17 @@ class LexicalIndex:
         if native is not None:
             return _kernel.rows_score_of(native, ids, doc)
         return self.score_ids(ids).score_of(doc)
+
+    def scores_of_ids(self, ids: Sequence[int], docs: IntArray) -> FloatArray:
+        """:meth:`score_of_ids` of each of ``docs`` (int64 positions): one kernel call, or
+        one numpy pass over the query's rows (the same sums either way)."""
+        positions = np.ascontiguousarray(docs, dtype=np.int64)
+        if not ids or not positions.shape[0]:
+            return np.zeros(positions.shape[0], dtype=np.float64)
+        native = self._kernel_index()
+        if native is not None:
+            return _kernel.rows_scores(native, ids, positions)
+        return self.score_ids(ids).scores_at(positions)
 
     def explain(self, terms: Iterable[str], doc: int) -> dict[str, float]:
         """Per-field contributions to ``doc``'s score for ``terms``; they sum to the score."""

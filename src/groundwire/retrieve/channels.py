@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from groundwire.config import HybridSettings
 from groundwire.embed.base import Matrix
+from groundwire.index import _fusion
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import MaskArray
 from groundwire.index.vectors import VectorIndex
@@ -196,7 +197,6 @@ class FusedHit:
         doc: int,
         score: float,
         channels: Mapping[str, ChannelScore] | None = None,
-        *,
         fused: _Fused | None = None,
         at: int = 0,
     ) -> None:
@@ -286,7 +286,7 @@ def _hits(fused: _Fused, union: Positions, totals: Values, limit: int | None) ->
         order = order[:limit]
     docs, scores = union[order].tolist(), totals[order].tolist()
     return [
-        FusedHit(doc, score, fused=fused, at=at)
+        FusedHit(doc, score, None, fused, at)
         for doc, score, at in zip(docs, scores, order.tolist(), strict=True)
     ]
 
@@ -307,6 +307,9 @@ def fuse(
     lists = [channel for channel in lists if len(channel)]  # an empty channel adds nothing
     if not lists:
         return []
+    native = _fuse_native(lists, settings, weights, limit, scorers or {})
+    if native is not None:
+        return native
     union = np.unique(np.concatenate([channel.docs for channel in lists]))
     totals = np.zeros(union.shape[0], dtype=np.float64)
     fused = _Fused()
@@ -333,6 +336,60 @@ def fuse(
     return _hits(fused, union, totals, limit)
 
 
+def _kinds(lists: Sequence[ChannelList], settings: HybridSettings) -> list[int] | None:
+    """Each channel's kind in the fusion kernel, or None when ``settings`` ask for a
+    normalization it does not compute (z-score, dbsf, list, or a method it does not know)."""
+    if settings.fusion == "rrf":
+        return [_fusion.RRF] * len(lists)
+    if settings.fusion != "weighted" or settings.normalization not in ("minmax", "tmm"):
+        return None
+    if settings.normalization == "minmax":
+        return [_fusion.MINMAX] * len(lists)
+    return [_fusion.FLOOR] * len(lists)
+
+
+def _fuse_native(
+    lists: Sequence[ChannelList],
+    settings: HybridSettings,
+    weights: Mapping[str, float],
+    limit: int | None,
+    scorers: Mapping[str, Scorer],
+) -> list[FusedHit] | None:
+    """:func:`fuse` by the fusion kernel (same scores bit for bit), or None when it is
+    unavailable or does not compute ``settings``' normalization (numpy answers)."""
+    kinds = _kinds(lists, settings)
+    if kinds is None or not _fusion.available():
+        return None
+
+    def fill(c: int, docs: Positions) -> Sequence[float] | Values | None:
+        scorer = scorers.get(lists[c].name)
+        return None if scorer is None else scorer(docs)
+
+    done = _fusion.fuse_lists(
+        [channel.docs for channel in lists],
+        [channel.scores for channel in lists],
+        kinds,
+        [weights.get(channel.name, 1.0) for channel in lists],
+        [FLOORS.get(channel.name, 0.0) for channel in lists],
+        int(settings.rrf_k),
+        limit,
+        fill,
+    )
+    if done is None:
+        return None
+    fused = _Fused()
+    for c, channel in enumerate(lists):
+        ranks = done.ranks[c]
+        shown = ranks > 0 if settings.fusion == "rrf" else None
+        fused.add(channel.name, ranks, done.raw[c], done.norm[c], done.added[c], shown)
+    order = done.order
+    docs, scores = done.union[order].tolist(), done.totals[order].tolist()
+    return [
+        FusedHit(doc, score, None, fused, at)
+        for doc, score, at in zip(docs, scores, order.tolist(), strict=True)
+    ]
+
+
 def dense_hits(channel: ChannelList) -> list[FusedHit]:
     """The dense list alone as results: the cosine is the score (nothing to fuse)."""
     if not len(channel):
@@ -342,6 +399,6 @@ def dense_hits(channel: ChannelList) -> list[FusedHit]:
     scores = channel.scores
     fused.add("dense", ranks, scores, _normalized(scores), scores)
     return [
-        FusedHit(doc, score, fused=fused, at=at)
+        FusedHit(doc, score, None, fused, at)
         for at, (doc, score) in enumerate(zip(channel.docs.tolist(), scores.tolist(), strict=True))
     ]

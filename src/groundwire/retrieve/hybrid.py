@@ -218,14 +218,7 @@ def rank_channels(
 
 def scores_at(scores: QueryScores, docs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """The BM25 scores of positions ``docs`` (0.0 where they did not match)."""
-    if scores.dense is not None:
-        return np.asarray(scores.dense[docs], dtype=np.float64)
-    found = np.zeros(docs.shape[0], dtype=np.float64)
-    if scores.docs.shape[0]:
-        at = np.minimum(np.searchsorted(scores.docs, docs), scores.docs.shape[0] - 1)
-        hit = scores.docs[at] == docs
-        found[hit] = scores.values[at[hit]]
-    return found
+    return scores.scores_at(docs)
 
 
 def rerank_head(
@@ -440,8 +433,8 @@ def search_channels(
 
 
 def _bm25_scorer(kb: KnowledgeBase, lexical_ids: Sequence[int]) -> Scorer:
-    """BM25 of the query's term ids for given positions (one pass over the query's rows)."""
-    return lambda docs: scores_at(kb.lexical.score_ids(lexical_ids), docs)
+    """BM25 of the query's term ids for given positions (one kernel call)."""
+    return lambda docs: kb.lexical.scores_of_ids(lexical_ids, docs)
 
 
 def entry_text(kb: KnowledgeBase) -> Callable[[int], str]:
