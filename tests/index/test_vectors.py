@@ -65,6 +65,33 @@ def test_the_rescored_scan_equals_the_full_scan_bit_for_bit(
     assert docs == _exact(_LARGE, query, k, np.ones(len(_LARGE), dtype=bool))
 
 
+@pytest.mark.parametrize("d", [37, 48, 384, 4100])  # tails of 16 and 32 values, 2048 blocks
+def test_a_certified_pool_stops_early_and_equals_the_full_scan(d: int) -> None:
+    """Clustered rows (queries near some of them) certify after rescoring part of the
+    pool, best code first; hits and scores are the full scan's, masked or not."""
+    if not _dense.available():
+        pytest.skip(f"dense kernel: {_dense.unavailable_reason()}")
+    rng = np.random.default_rng(d)
+    centers = rng.standard_normal((20, d)).astype(np.float32)
+    matrix = centers[rng.integers(0, 20, 1500)] + 0.3 * rng.standard_normal((1500, d))
+    index = VectorIndex([f"r{i:05d}" for i in range(1500)], matrix.astype(np.float32), "m")
+    view = index._kernel()
+    assert view is not None
+    mask = rng.random(1500) < 0.7
+    certified_any = False
+    for n in range(6):
+        query = index.check_query(centers[n] + 0.1 * rng.standard_normal(d))
+        for allowed in (None, mask):
+            for k in (1, 10):
+                rows, scores, certified = _dense.topk_rescored(
+                    view, index._code_view(), query, k, 2 * k + 64, allowed
+                )
+                certified_any |= certified
+                want = index.with_scan("full").search(query, k, allowed)
+                assert (rows.tolist(), scores.astype(np.float64).tolist()) == want
+    assert certified_any
+
+
 def test_an_uncertified_pool_falls_back_to_the_full_scan() -> None:
     """Rows whose code scores crowd the cutoff cannot be certified: the full scan answers,
     so the result is still exact (here every row scores almost the same)."""

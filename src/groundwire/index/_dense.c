@@ -49,6 +49,9 @@
 /* The AVX2 form sums 2 products per int32 lane per 16 values, over two accumulators added
    at the end: 2048 values keep each lane under 65 * 2 * 32767 * 127 < 2^31. */
 #define GW_I8_AVX2_BLOCK 2048
+/* The rescored scan buffers up to this many times the pool before shrinking it back
+   (SciFact, k = 100: 4 shrinks less often than 2 for the same pool). */
+#define GW_POOL_BUFFER 4
 /* Unit roundoff of float32. */
 #define GW_F32_EPS (1.0 / 16777216.0)
 
@@ -171,28 +174,6 @@ GW_EXPORT GW_CLONES int64_t gw_dense_rows(const void *matrix, int64_t dtype, int
     return 0;
 }
 
-/* The value of rank `m` (0-based, descending) among a[0..n) (reordered): Hoare's select. */
-static float gw_select_desc(float *a, int64_t n, int64_t m) {
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        float pivot = a[lo + (hi - lo) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] > pivot) i++;
-            while (a[j] < pivot) j--;
-            if (i <= j) {
-                float t = a[i]; a[i] = a[j]; a[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (m <= j) hi = j;
-        else if (m >= i) lo = i;
-        else return a[m];
-    }
-    return a[m];
-}
-
 static void gw_heap_sort(float *s, int64_t *r, int64_t size) {
     for (int64_t end = size - 1; end > 0; end--) {
         float ts = s[0]; s[0] = s[end]; s[end] = ts;
@@ -243,20 +224,68 @@ static double gw_quantize_query(const float *qf, int64_t d, double max_error, do
     return max_error * length + max_norm * sqrt(error) + rounding + 1e-6;
 }
 
-/* Code scores of the allowed rows, packed: rows into work_rows, scores into work_scores;
- * returns how many. Two copies: AVX2 intrinsics where the CPU has them, plain C. */
+/* The value of rank `m` (0-based, descending) among a[0..n) (reordered): Hoare's select. */
+static float gw_select_desc(float *a, int64_t n, int64_t m) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        float pivot = a[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] > pivot) i++;
+            while (a[j] < pivot) j--;
+            if (i <= j) {
+                float t = a[i]; a[i] = a[j]; a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (m <= j) hi = j;
+        else if (m >= i) lo = i;
+        else return a[m];
+    }
+    return a[m];
+}
+
+/* Keep the candidates above the (pool+1)-th best of the *size held (at most `pool` of
+ * them, packed) and return that score: the new floor (every row dropped scores <= it). */
+static float gw_shrink_pool(float *scores, int64_t *rows, float *copy, int64_t *size,
+                            int64_t pool) {
+    for (int64_t j = 0; j < *size; j++) copy[j] = scores[j];
+    float floor = gw_select_desc(copy, *size, pool);
+    int64_t m = 0;
+    for (int64_t j = 0; j < *size; j++) {
+        if (!(scores[j] > floor)) continue;
+        scores[m] = scores[j];
+        rows[m++] = rows[j];
+    }
+    *size = m;
+    return floor;
+}
+
+/* The pool: at most `pool` allowed rows with the best code scores, into pool_scores /
+ * pool_rows (room for GW_POOL_BUFFER * pool; copy: scratch as large), *size of them, and *left, a
+ * bound on the code score of every allowed row left out (-inf when none is). Candidates
+ * above the floor are buffered; a full buffer shrinks to the pool and raises the floor.
+ * Two copies: AVX2 intrinsics where the CPU has them, plain C. */
 #define GW_SCAN_BODY(DOT)                                                                     \
-    int64_t seen = 0;                                                                         \
+    float floor = -INFINITY;                                                                  \
+    int64_t m = 0, room = GW_POOL_BUFFER * pool;                                                           \
     for (int64_t i = 0; i < n; i++) {                                                         \
         if ((mask && !mask[i]) || (valid && !valid[i])) continue;                             \
-        work_rows[seen] = i;                                                                  \
-        work_scores[seen++] = (float)DOT(codes + i * d, qi, d) * (code_scale[i] * qs);        \
+        float s = (float)DOT(codes + i * d, qi, d) * (code_scale[i] * qs);                    \
+        if (!(s > floor)) continue;                                                           \
+        pool_scores[m] = s;                                                                   \
+        pool_rows[m++] = i;                                                                   \
+        if (m == room) floor = gw_shrink_pool(pool_scores, pool_rows, copy, &m, pool);        \
     }                                                                                         \
-    return seen;
+    if (m > pool) floor = gw_shrink_pool(pool_scores, pool_rows, copy, &m, pool);             \
+    *size = m;                                                                                \
+    *left = floor;
 
-static int64_t gw_scan_plain(const int8_t *codes, const float *code_scale, int64_t n, int64_t d,
-                             const int16_t *qi, float qs, const uint8_t *mask,
-                             const uint8_t *valid, int64_t *work_rows, float *work_scores) {
+static void gw_scan_plain(const int8_t *codes, const float *code_scale, int64_t n, int64_t d,
+                          const int16_t *qi, float qs, const uint8_t *mask, const uint8_t *valid,
+                          int64_t pool, float *pool_scores, int64_t *pool_rows, float *copy,
+                          int64_t *size, float *left) {
     GW_SCAN_BODY(gw_dot_i8)
 }
 
@@ -290,10 +319,10 @@ __attribute__((target("avx2"))) static inline int64_t gw_dot_i8_avx2(const int8_
     return total;
 }
 
-__attribute__((target("avx2"))) static int64_t gw_scan_avx2(
+__attribute__((target("avx2"))) static void gw_scan_avx2(
     const int8_t *codes, const float *code_scale, int64_t n, int64_t d, const int16_t *qi,
-    float qs, const uint8_t *mask, const uint8_t *valid, int64_t *work_rows,
-    float *work_scores) {
+    float qs, const uint8_t *mask, const uint8_t *valid, int64_t pool, float *pool_scores,
+    int64_t *pool_rows, float *copy, int64_t *size, float *left) {
     GW_SCAN_BODY(gw_dot_i8_avx2)
 }
 #endif
@@ -328,60 +357,43 @@ GW_EXPORT GW_CLONES int64_t gw_dense_topk_rescored(
     if (n < 0 || d < 1 || k < 1 || pool < k || !matrix || !codes || !code_scale || !qf)
         return -1;
     int16_t *qi = malloc((size_t)d * sizeof *qi);
-    int64_t *work_rows = malloc((size_t)(n > 0 ? n : 1) * sizeof *work_rows);
-    float *work_scores = malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof *work_scores);
-    if (!qi || !work_rows || !work_scores) {
-        free(qi); free(work_rows); free(work_scores);
+    size_t room = (size_t)pool * GW_POOL_BUFFER;
+    float *pool_scores = malloc(room * 2 * sizeof *pool_scores); /* and the copy */
+    int64_t *pool_rows = malloc(room * sizeof *pool_rows);
+    if (!qi || !pool_scores || !pool_rows) {
+        free(qi); free(pool_scores); free(pool_rows);
         return -2;
     }
-    float *work_copy = work_scores + (n > 0 ? n : 1);
     double step;
     double bound = gw_quantize_query(qf, d, max_error, max_norm, qi, &step);
-    float qs = (float)step;
+    float qs = (float)step, left, *copy = pool_scores + room;
+    int64_t m = 0;
 #if GW_HAVE_AVX2
-    int64_t seen = __builtin_cpu_supports("avx2")
-                       ? gw_scan_avx2(codes, code_scale, n, d, qi, qs, mask, valid, work_rows, work_scores)
-                       : gw_scan_plain(codes, code_scale, n, d, qi, qs, mask, valid, work_rows, work_scores);
-#else
-    int64_t seen = gw_scan_plain(codes, code_scale, n, d, qi, qs, mask, valid, work_rows, work_scores);
+    if (__builtin_cpu_supports("avx2"))
+        gw_scan_avx2(codes, code_scale, n, d, qi, qs, mask, valid, pool, pool_scores, pool_rows, copy, &m, &left);
+    else
 #endif
+        gw_scan_plain(codes, code_scale, n, d, qi, qs, mask, valid, pool, pool_scores, pool_rows, copy, &m, &left);
+    /* Rescore best code first: a max-heap of the pool, popped. */
+    for (int64_t j = m / 2 - 1; j >= 0; j--) gw_sift_best(pool_scores, pool_rows, m, j);
     int64_t size = 0;
-    int ok = 1;
-    if (seen <= pool) { /* every allowed row is in the pool: nothing is left out */
-        for (int64_t j = 0; j < seen; j++) {
-            int64_t i = work_rows[j];
-            gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
-        }
-    } else {
-        /* cutoff: the (pool+1)-th best code score. The pool is the rows above it (at most
-           `pool`), packed to the front as a max-heap; every row left out scores <= cutoff. */
-        for (int64_t j = 0; j < seen; j++) work_copy[j] = work_scores[j];
-        float cutoff = gw_select_desc(work_copy, seen, pool);
-        int64_t m = 0;
-        for (int64_t j = 0; j < seen; j++) {
-            if (!(work_scores[j] > cutoff)) continue;
-            work_scores[m] = work_scores[j];
-            work_rows[m++] = work_rows[j];
-        }
-        for (int64_t j = m / 2 - 1; j >= 0; j--) gw_sift_best(work_scores, work_rows, m, j);
-        ok = 0;
-        while (m > 0) {
-            int64_t i = work_rows[0];
-            gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
-            m--;
-            work_scores[0] = work_scores[m];
-            work_rows[0] = work_rows[m];
-            gw_sift_best(work_scores, work_rows, m, 0);
-            double next = m > 0 ? (double)work_scores[0] : (double)cutoff;
-            if (size == k && next + bound < (double)out_scores[0]) {
-                ok = 1;
-                break;
-            }
+    int ok = left == -INFINITY; /* every allowed row is in the pool: nothing is left out */
+    while (m > 0) {
+        int64_t i = pool_rows[0];
+        gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
+        m--;
+        pool_scores[0] = pool_scores[m];
+        pool_rows[0] = pool_rows[m];
+        gw_sift_best(pool_scores, pool_rows, m, 0);
+        double next = m > 0 ? (double)pool_scores[0] : (double)left;
+        if (!ok && size == k && next + bound < (double)out_scores[0]) {
+            ok = 1;
+            break;
         }
     }
     free(qi);
-    free(work_rows);
-    free(work_scores);
+    free(pool_scores);
+    free(pool_rows);
     *certified = ok;
     if (!ok) { /* not certified: the full float32 scan answers */
         size = 0;
