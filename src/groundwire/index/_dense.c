@@ -52,6 +52,12 @@
 /* The rescored scan buffers up to this many times the pool before shrinking it back
    (SciFact, k = 100: 4 shrinks less often than 2 for the same pool). */
 #define GW_POOL_BUFFER 4
+/* A hint to load a cache line (a no-op where the compiler has no such builtin). */
+#if defined(__GNUC__)
+#define GW_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define GW_PREFETCH(p) ((void)(p))
+#endif
 /* Unit roundoff of float32. */
 #define GW_F32_EPS (1.0 / 16777216.0)
 
@@ -380,11 +386,15 @@ GW_EXPORT GW_CLONES int64_t gw_dense_topk_rescored(
     int ok = left == -INFINITY; /* every allowed row is in the pool: nothing is left out */
     while (m > 0) {
         int64_t i = pool_rows[0];
-        gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
         m--;
         pool_scores[0] = pool_scores[m];
         pool_rows[0] = pool_rows[m];
         gw_sift_best(pool_scores, pool_rows, m, 0);
+        if (m > 0) { /* the next row is read at random: ask for it while this one is scored */
+            const char *next_row = (const char *)(matrix + pool_rows[0] * d);
+            for (int64_t b = 0; b < d * (int64_t)sizeof(float); b += 64) GW_PREFETCH(next_row + b);
+        }
+        gw_keep(out_scores, out_rows, &size, k, gw_dot_f32(matrix + i * d, qf, d), i);
         double next = m > 0 ? (double)pool_scores[0] : (double)left;
         if (!ok && size == k && next + bound < (double)out_scores[0]) {
             ok = 1;
