@@ -127,6 +127,9 @@ def check(
 )
 def test_kernel_is_built_when_required() -> None:
     assert _kernel.available(), _kernel.unavailable_reason()
+    from groundwire.index import _fusion
+
+    assert _fusion.available(), "the fusion kernel (_gwfusion) was not built"
 
 
 @pytest.mark.integration
