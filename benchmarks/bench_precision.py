@@ -60,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 HANDBOOK = REPO / "examples" / "handbook"
 EVAL = REPO / "examples" / "handbook-eval"
 HOLDOUT = REPO / "examples" / "handbook-holdout"
+TUNING = REPO / "examples" / "handbook-tuning"
 DOCS = REPO / "examples" / "docs"
 # The shared datasets sit next to the repository (or next to the folder of worktrees).
 SCIFACT = next(
@@ -241,11 +242,14 @@ def entries(gate: RelevanceGate, misses: bool = False) -> dict[str, object]:
     sets = {
         "handbook-eval": (read_queries(EVAL / "queries.jsonl"), read_qrels(EVAL / "qrels.tsv")),
         "holdout": (read_queries(HOLDOUT / "queries.jsonl"), read_qrels(HOLDOUT / "qrels.tsv")),
+        "tuning": (read_queries(TUNING / "queries.jsonl"), read_qrels(TUNING / "qrels.tsv")),
     }
     unjudged = {
         "off-topic": read_queries(EVAL / "off-topic.jsonl"),
         "unanswerable": read_queries(EVAL / "unanswerable.jsonl"),
         "off-topic, naming an integration": read_queries(EVAL / "off-topic-named.jsonl"),
+        "the same, held out": read_queries(EVAL / "off-topic-named-2.jsonl"),
+        "the same, tuning": read_queries(TUNING / "off-topic-named.jsonl"),
     }
     modes = {
         "before (gate off)": gw.RetrievalConfig(gate="off"),

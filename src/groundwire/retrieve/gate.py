@@ -28,7 +28,7 @@ read from the snapshot's public lexical arrays; nothing is computed at build tim
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -61,11 +61,15 @@ class QueryEvidence:
 
     ``terms`` and ``weights`` are parallel (distinct terms, query order); ``rows`` holds
     each term's matching documents (ascending snapshot positions; empty when unknown).
+    ``given`` (empty, or parallel to ``terms``) holds, for a term that named an
+    integration, the documents for which it is given rather than evidence: it is neither
+    matched nor asked of them.
     """
 
     terms: tuple[str, ...]
     weights: tuple[float, ...]
     rows: tuple[IntArray, ...]
+    given: tuple[IntArray, ...] = ()
 
     @property
     def total(self) -> float:
@@ -76,14 +80,36 @@ class QueryEvidence:
         """For each document: the matched weight and the number of matched terms."""
         weight = np.zeros(docs.shape[0], dtype=np.float64)
         count = np.zeros(docs.shape[0], dtype=np.int64)
-        for term_weight, row in zip(self.weights, self.rows, strict=True):
-            if row.shape[0] == 0:
-                continue
-            at = np.minimum(np.searchsorted(row, docs), row.shape[0] - 1)
-            hit = row[at] == docs
+        for n, (term_weight, row) in enumerate(zip(self.weights, self.rows, strict=True)):
+            hit = _within(row, docs)
+            if self.given:
+                hit &= ~_within(self.given[n], docs)
             weight += np.where(hit, term_weight, 0.0)
             count += hit
         return weight, count
+
+    def totals(self, docs: IntArray) -> np.ndarray:
+        """For each document: the summed weight of the terms asked of it."""
+        total = np.full(docs.shape[0], self.total, dtype=np.float64)
+        for term_weight, row in zip(self.weights, self.given, strict=False):
+            total -= np.where(_within(row, docs), term_weight, 0.0)
+        return total
+
+    def coverage(self, docs: IntArray) -> tuple[np.ndarray, np.ndarray]:
+        """For each document: its coverage (matched share of the weight asked of it) and
+        the number of matched terms."""
+        weight, count = self.matched(docs)
+        total = self.totals(docs)
+        share = np.divide(weight, total, out=np.zeros_like(weight), where=total > 0)
+        return share, count
+
+
+def _within(row: IntArray, docs: IntArray) -> np.ndarray:
+    """Which of ``docs`` the ascending ``row`` holds."""
+    if row.shape[0] == 0:
+        return np.zeros(docs.shape[0], dtype=bool)
+    at = np.minimum(np.searchsorted(row, docs), row.shape[0] - 1)
+    return np.asarray(row[at] == docs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,12 +223,16 @@ def query_evidence(
     settings: RelevanceGate,
     context: Sequence[str] = (),
     allowed: MaskArray | None = None,
+    given: Mapping[str, IntArray] | None = None,
 ) -> QueryEvidence:
     """The informative terms of ``query`` on ``kb`` (``context``: recent turns, used only
     when the query itself has no informative term).
 
     With ``allowed`` (the documents this request may see), document frequencies count
-    only those: what the request may not see changes no weight.
+    only those: what the request may not see changes no weight. ``given`` maps a term that
+    named an integration to that integration's entries, for which it is scope, not evidence
+    (:func:`groundwire.retrieve.mentions.given_terms`); ignored when every informative term
+    is one.
     """
     terms = _informative(kb, query)
     if not terms and context:
@@ -213,10 +243,15 @@ def query_evidence(
     found = [(term, int(row.shape[0]), row) for term, row in zip(terms, rows, strict=True)]
     floor = settings.idf_floor * n_docs
     informative = [item for item in found if item[1] <= floor] or found
+    names = given or {}
+    scoped = tuple(names.get(term, _NO_DOCS) for term, _, _ in informative)
+    if all(row.shape[0] for row in scoped):
+        scoped = ()  # nothing but names: the names are all the question holds
     return QueryEvidence(
         terms=tuple(term for term, _, _ in informative),
         weights=tuple(_idf(n_docs, df) for _, df, _ in informative),
         rows=tuple(row for _, _, row in informative),
+        given=scoped if any(row.shape[0] for row in scoped) else (),
     )
 
 
@@ -240,9 +275,7 @@ def gate_candidates(
     """
     positions = np.asarray(docs, dtype=np.int64)
     size = positions.shape[0]
-    total = evidence.total
-    weight, count = evidence.matched(positions)
-    coverage = weight / total if total > 0 else np.zeros_like(weight)
+    coverage, count = evidence.coverage(positions)
     bm25 = np.asarray(scores if lexical is None else lexical, dtype=np.float64)
     hits = np.zeros(size, dtype=bool) if phrase is None else np.asarray(phrase, dtype=bool)
     full = coverage >= settings.min_coverage
