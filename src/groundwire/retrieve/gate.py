@@ -12,11 +12,17 @@ the evidence in the query and keeps the candidates it supports, possibly none:
    are dropped, unless nothing else is left. A query with no informative term at all
    ("and that?") is read together with its recent turns.
 2. **Coverage.** A candidate's coverage is the IDF-weighted share of the informative terms
-   it contains (in any indexed field).
+   it contains (in any indexed field). When the query names an integration by name
+   (:mod:`groundwire.retrieve.mentions`), the name is scope, not evidence, for that
+   integration's entries: every one of them is about it, so among them it says nothing
+   about which fits, and their coverage is measured over the query's other terms. For any
+   other entry the name stays one of the terms asked of it.
 3. **Passing.** A candidate passes when it covers at least ``min_coverage`` of the query,
    or, for long messages, contains at least ``min_terms`` distinct informative terms while
    covering at least ``partial_coverage``: an off-topic question shares one or two words
-   with a knowledge base by chance, rarely three.
+   with a knowledge base by chance, rarely three. When the query names an integration by
+   name, that partial pass is only open to entries about it (its own, or one holding its
+   whole name): an entry that ignores what the question names must cover most of it.
 4. **Relative cut.** Passing candidates scoring below ``score_ratio`` times the best
    passing score are cut: far weaker matches dilute the context.
 
@@ -28,7 +34,7 @@ read from the snapshot's public lexical arrays; nothing is computed at build tim
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -37,6 +43,7 @@ import numpy as np
 from groundwire.config import RelevanceGate
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import IntArray, MaskArray
+from groundwire.retrieve.mentions import NamedScope
 from groundwire.text import Analyzer, query_stopwords
 
 __all__ = [
@@ -62,14 +69,16 @@ class QueryEvidence:
     ``terms`` and ``weights`` are parallel (distinct terms, query order); ``rows`` holds
     each term's matching documents (ascending snapshot positions; empty when unknown).
     ``given`` (empty, or parallel to ``terms``) holds, for a term that named an
-    integration, the documents for which it is given rather than evidence: it is neither
-    matched nor asked of them.
+    integration, the documents for which it is given rather than evidence (that
+    integration's entries): it is neither matched nor asked of them. ``names`` holds, per
+    integration named by name, the indexes of its name's terms.
     """
 
     terms: tuple[str, ...]
     weights: tuple[float, ...]
     rows: tuple[IntArray, ...]
     given: tuple[IntArray, ...] = ()
+    names: tuple[tuple[int, ...], ...] = ()
 
     @property
     def total(self) -> float:
@@ -102,6 +111,18 @@ class QueryEvidence:
         total = self.totals(docs)
         share = np.divide(weight, total, out=np.zeros_like(weight), where=total > 0)
         return share, count
+
+    def about(self, docs: IntArray) -> np.ndarray:
+        """For each document: whether it belongs to an integration the query named by name
+        or holds every term of such a name (it is about what the question names)."""
+        about = np.zeros(docs.shape[0], dtype=bool)
+        for name in self.names:
+            held = np.ones(docs.shape[0], dtype=bool)
+            for n in name:
+                about |= _within(self.given[n], docs)
+                held &= _within(self.rows[n], docs)
+            about |= held
+        return about
 
 
 def _within(row: IntArray, docs: IntArray) -> np.ndarray:
@@ -223,16 +244,16 @@ def query_evidence(
     settings: RelevanceGate,
     context: Sequence[str] = (),
     allowed: MaskArray | None = None,
-    given: Mapping[str, IntArray] | None = None,
+    named: Sequence[NamedScope] = (),
 ) -> QueryEvidence:
     """The informative terms of ``query`` on ``kb`` (``context``: recent turns, used only
     when the query itself has no informative term).
 
     With ``allowed`` (the documents this request may see), document frequencies count
-    only those: what the request may not see changes no weight. ``given`` maps a term that
-    named an integration to that integration's entries, for which it is scope, not evidence
-    (:func:`groundwire.retrieve.mentions.given_terms`); ignored when every informative term
-    is one.
+    only those: what the request may not see changes no weight. ``named``: the integrations
+    the query named by name (:func:`groundwire.retrieve.mentions.named_scope`); among their
+    entries their names are scope, not evidence. Ignored when the names are all the query's
+    informative terms.
     """
     terms = _informative(kb, query)
     if not terms and context:
@@ -243,15 +264,24 @@ def query_evidence(
     found = [(term, int(row.shape[0]), row) for term, row in zip(terms, rows, strict=True)]
     floor = settings.idf_floor * n_docs
     informative = [item for item in found if item[1] <= floor] or found
-    names = given or {}
-    scoped = tuple(names.get(term, _NO_DOCS) for term, _, _ in informative)
-    if all(row.shape[0] for row in scoped):
-        scoped = ()  # nothing but names: the names are all the question holds
+    kept = [term for term, _, _ in informative]
+    given: dict[str, IntArray] = {}
+    names: list[tuple[int, ...]] = []
+    for scope in named:
+        present = tuple(kept.index(term) for term in scope.terms if term in kept)
+        if present:
+            names.append(present)
+            for term in scope.terms:
+                known = given.get(term)
+                given[term] = scope.docs if known is None else np.union1d(known, scope.docs)
+    if all(term in given for term in kept):
+        given, names = {}, []  # nothing but names: the names are all the question holds
     return QueryEvidence(
-        terms=tuple(term for term, _, _ in informative),
+        terms=tuple(kept),
         weights=tuple(_idf(n_docs, df) for _, df, _ in informative),
         rows=tuple(row for _, _, row in informative),
-        given=scoped if any(row.shape[0] for row in scoped) else (),
+        given=tuple(given.get(term, _NO_DOCS) for term in kept) if given else (),
+        names=tuple(names),
     )
 
 
@@ -285,6 +315,8 @@ def gate_candidates(
         & (coverage >= settings.partial_coverage)
         & (strong | hits | (count >= settings.many_terms))
     )
+    if evidence.names:  # an entry that ignores the named subject: full coverage only
+        partial &= evidence.about(positions)
     head = size if limit is None else min(limit, size)
     passing = [n for n in range(head) if full[n] or partial[n]]
     if passing:

@@ -19,12 +19,12 @@ may not see its entries.
 
 A name is scope, not evidence. Among the entries of the integration it names, the name says
 nothing about which one fits (every one of them is about it, as a term above the IDF floor
-is about everything): :func:`given_terms` maps each term of a name to those entries, and
-the relevance gate measures their coverage over the query's other terms
-(:class:`groundwire.retrieve.gate.QueryEvidence`). "who founded Slack" names Slack, and
-naming it alone makes no Slack entry relevant; for every other entry the name stays part of
-what the question is about. Alias words stay evidence: an alias is the knowledge base's own
-phrase for one entry.
+is about everything), so the relevance gate measures their coverage over the query's other
+terms (:func:`named_scope`, :class:`groundwire.retrieve.gate.QueryEvidence`): "who founded
+Slack" names Slack, and naming it alone makes no Slack entry relevant. For every other
+entry the name stays part of what the question is about, and one that neither belongs to
+nor mentions the named integration passes only on full coverage. Alias words stay
+evidence: an alias is the knowledge base's own phrase for one entry.
 """
 
 from __future__ import annotations
@@ -37,7 +37,16 @@ import numpy as np
 from groundwire.index.knowledge_base import KnowledgeBase
 from groundwire.index.lexical import IntArray, MaskArray
 
-__all__ = ["Mentions", "given_terms", "mentions", "named_integrations"]
+__all__ = ["Mentions", "NamedScope", "mentions", "named_integrations", "named_scope"]
+
+
+@dataclass(frozen=True, slots=True)
+class NamedScope:
+    """An integration named by name: its name's analyzed ``terms`` and its entries' ``docs``
+    (ascending snapshot positions)."""
+
+    terms: tuple[str, ...]
+    docs: IntArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,20 +114,17 @@ def mentions(kb: KnowledgeBase, query: str, visible: MaskArray) -> Mentions:
     return Mentions(tuple(sorted(named)), tuple(by_name))
 
 
-def given_terms(kb: KnowledgeBase, mentioned: Mentions) -> dict[str, IntArray]:
-    """Each analyzed term of a name ``mentioned`` by name → the positions in ``kb`` of the
-    entries of the integrations it names (ascending), for which the term is given."""
-    given: dict[str, IntArray] = {}
+def named_scope(kb: KnowledgeBase, mentioned: Mentions) -> tuple[NamedScope, ...]:
+    """Each integration ``mentioned`` by name, as the relevance gate reads it: the
+    analyzed terms of its name and the positions in ``kb`` of its entries."""
     masks = kb.integration_masks
+    named = []
     for name, words in mentioned.by_name:
         mask = masks.get(name)
-        if mask is None:
-            continue
-        docs = np.flatnonzero(mask).astype(np.int64)
-        for term in kb.analyzer.terms(list(words)):
-            known = given.get(term)
-            given[term] = docs if known is None else np.union1d(known, docs)
-    return given
+        terms = tuple(dict.fromkeys(kb.analyzer.terms(list(words))))
+        if mask is not None and terms:
+            named.append(NamedScope(terms, np.flatnonzero(mask).astype(np.int64)))
+    return tuple(named)
 
 
 def named_integrations(

@@ -37,7 +37,7 @@ default, ``"lexical"``, is exactly the ranking above. The gate (H) reads the fus
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -46,7 +46,7 @@ from groundwire.config import HybridSettings, RetrievalConfig
 from groundwire.embed.base import Embedder
 from groundwire.errors import QueryError
 from groundwire.index.knowledge_base import KnowledgeBase
-from groundwire.index.lexical import IntArray, MaskArray
+from groundwire.index.lexical import MaskArray
 from groundwire.index.scoped import subset_vectors
 from groundwire.index.vectors import VectorIndex
 from groundwire.model import (
@@ -67,7 +67,7 @@ from groundwire.retrieve.gate import (
     query_evidence,
 )
 from groundwire.retrieve.hybrid import HybridReport, channel_candidates
-from groundwire.retrieve.mentions import Mentions, given_terms, mentions
+from groundwire.retrieve.mentions import Mentions, NamedScope, mentions, named_scope
 
 __all__ = [
     "RetrievalRequest",
@@ -213,7 +213,7 @@ def retrieve(
             named = tuple(name for name in mentioned.integrations if name not in enabled)
             eligible = eligible.widened(named)  # the scope only: nobody may see more
     pool, mask = eligible.pool, eligible.pool_mask  # the tenant's statistics pool
-    given = given_terms(pool, mentioned)  # a name is scope, not evidence
+    named_by_name = named_scope(pool, mentioned)  # a name is scope, not evidence
     analyzer = pool.analyzer
     query_terms = analyzer.tokens(query)  # A
     segments = lexical_segments(query, request.recent_turns, config)  # C
@@ -236,7 +236,7 @@ def retrieve(
     else:
         ranked = _lexical_candidates(pool, query_terms, lexical_ids, mask, config)
     candidates, primary, evidence = _gate(  # H: the relevance gate
-        pool, query, segments[1:], ranked, mask, config, given
+        pool, query, segments[1:], ranked, mask, config, named_by_name
     )
     fixed = candidates[: config.result_limit]
     expanded = _expand(pool, fixed, eligible, config.relation_limit)  # I
@@ -249,7 +249,7 @@ def retrieve(
         unscoped = eligible.pool_unscoped  # same labels and predicate, any integration
         if bool((unscoped & ~mask).any()):
             wider = _lexical_candidates(pool, query_terms, lexical_ids, unscoped, config)
-            kept = _gate(pool, query, segments[1:], wider, unscoped, config, given)[1]
+            kept = _gate(pool, query, segments[1:], wider, unscoped, config, named_by_name)[1]
             hint = _scope_hint(kept, mask, pool)
             # An out-of-scope entry the gate ranks first: the answer may lie outside.
             outranked = bool(kept) and not pool.is_eligible(kept[0].entry.id, mask)
@@ -321,14 +321,14 @@ def _gate(
     candidates: Sequence[ScoredEntry],
     mask: MaskArray,
     config: RetrievalConfig,
-    given: Mapping[str, IntArray] | None = None,
+    named: Sequence[NamedScope] = (),
 ) -> tuple[tuple[ScoredEntry, ...], tuple[ScoredEntry, ...], QueryEvidence | None]:
     """The candidates (with their coverage), the primary selection the gate keeps among
     the first ``result_limit`` of them (all of those when the gate is off) and the
     query's evidence (None when the gate is off)."""
     if config.gate == "off":
         return tuple(candidates), tuple(candidates[: config.result_limit]), None
-    evidence = query_evidence(kb, query, config.relevance, turns, mask, given)
+    evidence = query_evidence(kb, query, config.relevance, turns, mask, named)
     verdict = gate_candidates(
         evidence,
         [kb.position(item.entry.id) or 0 for item in candidates],
