@@ -203,6 +203,11 @@ WORDS = ["status", "sync", "login", "issues", "loop", "bot"]
         st.tuples(
             st.lists(st.sampled_from(WORDS + NAMES), min_size=1, max_size=5),
             st.lists(st.sampled_from(NAMES), max_size=2, unique=True),
+            st.lists(
+                st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(" ".join),
+                max_size=2,
+                unique=True,
+            ),
         ),
         min_size=1,
         max_size=8,
@@ -210,26 +215,33 @@ WORDS = ["status", "sync", "login", "issues", "loop", "bot"]
     query=st.lists(st.sampled_from([*WORDS, *NAMES, "how", "do", "i"]), min_size=1, max_size=6),
     enabled=st.lists(st.sampled_from(NAMES), max_size=2, unique=True),
 )
-def test_the_gate_returns_only_what_the_fixed_count_of_the_widened_scope_would(
+def test_names_and_aliases_only_ever_narrow_the_widened_fixed_count(
     entry: Entry,
     build_kb: Build,
-    docs: list[tuple[list[str], list[str]]],
+    docs: list[tuple[list[str], list[str], list[str]]],
     query: list[str],
     enabled: list[str],
 ) -> None:
     kb = build_kb(
         *(
-            entry(f"e.{n}", body=" ".join(words), integrations=names)
-            for n, (words, names) in enumerate(docs)
+            entry(f"e.{n}", body=" ".join(words), integrations=names, aliases=aliases)
+            for n, (words, names, aliases) in enumerate(docs)
         )
     )
     text = " ".join(query)
     gated = select(kb, text, gw.Scope(enabled))
     named = set(gated.named_integrations)
-    assert named <= set(query) - set(enabled)  # only what the query names, not yet enabled
+    padded = f" {text} "
+    declared = set(query) | {
+        name
+        for words, names, aliases in docs
+        if names and any(f" {alias} " in padded for alias in aliases)
+        for name in names
+    }
+    assert named <= declared - set(enabled)  # a name or an alias in the query, not enabled
     wider = gw.Scope(sorted({*enabled, *named}))
     fixed = select(kb, text, wider, gate="off")
-    assert ids(gated) <= ids(fixed)
+    assert ids(gated) <= ids(fixed)  # the gate never returns what the fixed count would not
     for item in gated.primary:  # an entry outside the given scope came from a named one
         names = {n.casefold() for n in item.entry.integrations}
         assert not names or names & ({*enabled} | named)

@@ -9,8 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import groundwire as gw
 from groundwire.config import RelevanceGate
@@ -135,61 +133,3 @@ def test_the_fixed_count_ignores_names_and_aliases(kb: gw.KnowledgeBase) -> None
     assert fixed.named_integrations == ()
     assert all(not item.entry.integrations for item in fixed.primary)
     assert select(kb, "ms teams alerts", gate="off").named_integrations == ()
-
-
-NAMES = ["jira", "slack", "okta"]
-WORDS = ["status", "sync", "login", "issues", "loop", "bot"]
-
-
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(
-    docs=st.lists(
-        st.tuples(
-            st.lists(st.sampled_from(WORDS + NAMES), min_size=1, max_size=5),
-            st.lists(st.sampled_from(NAMES), max_size=2, unique=True),
-            st.lists(
-                st.tuples(st.sampled_from(WORDS), st.sampled_from(WORDS)).map(" ".join),
-                max_size=2,
-                unique=True,
-            ),
-        ),
-        min_size=1,
-        max_size=8,
-    ),
-    query=st.lists(st.sampled_from([*WORDS, *NAMES, "how", "do", "i"]), min_size=1, max_size=6),
-    enabled=st.lists(st.sampled_from(NAMES), max_size=2, unique=True),
-)
-def test_names_and_aliases_only_ever_narrow_the_widened_fixed_count(
-    entry: Entry,
-    build_kb: Build,
-    docs: list[tuple[list[str], list[str], list[str]]],
-    query: list[str],
-    enabled: list[str],
-) -> None:
-    kb = build_kb(
-        *(
-            entry(f"e.{n}", body=" ".join(words), integrations=names, aliases=aliases)
-            for n, (words, names, aliases) in enumerate(docs)
-        )
-    )
-    text = " ".join(query)
-    gated = select(kb, text, gw.Scope(enabled))
-    named = set(gated.named_integrations)
-    padded = f" {text} "
-    declared = set(query) | {
-        name
-        for words, names, aliases in docs
-        if names and any(f" {alias} " in padded for alias in aliases)
-        for name in names
-    }
-    assert named <= declared - set(enabled)  # a name or an alias in the query, not enabled
-    wider = gw.Scope(sorted({*enabled, *named}))
-    fixed = select(kb, text, wider, gate="off")
-    assert ids(gated) <= ids(fixed)  # the gate never returns what the fixed count would not
-    for item in gated.primary:  # an entry outside the given scope came from a named one
-        names = {n.casefold() for n in item.entry.integrations}
-        assert not names or names & ({*enabled} | named)
