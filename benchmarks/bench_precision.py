@@ -4,7 +4,9 @@ Runs every question through ``GroundingEngine.ground`` (entries) or ``retrieve_e
 (documents) twice — ``gate="off"`` (the seed's fixed count: 8 entries + 4 related, or 5
 excerpts) and the default relevance gate — and prints, side by side:
 
-* on judged sets (``examples/handbook-eval``, the second set ``examples/handbook-holdout``):
+* on judged sets (``examples/handbook-eval``, the second set ``examples/handbook-holdout``
+  and the tuning set ``examples/handbook-tuning``, the only one gate rules are chosen on:
+  ``benchmarks/tune_gate.py``):
   context precision (share of the entries in the block that are judged relevant, mean
   over questions that got a block), context recall (share of the judged-relevant entries
   that are in the block, mean over every question; no block counts 0), in-scope recall
@@ -16,7 +18,8 @@ excerpts) and the default relevance gate — and prints, side by side:
 * abstention on unjudged sets: the share of off-topic questions
   (``examples/handbook-eval/off-topic.jsonl``), of product questions the handbook
   cannot answer (``unanswerable.jsonl``) and of off-topic questions that name an
-  integration (``off-topic-named.jsonl``) that got no block;
+  integration (``off-topic-named.jsonl``; ``off-topic-named-2.jsonl``, written before the
+  naming rules were measured; the tuning set's ``off-topic-named.jsonl``) that got no block;
 * confidence calibration: per confidence class, how many questions and the share whose
   top entry is judged relevant;
 * documents: off-topic questions over ``examples/docs`` (share with no evidence) and, when
