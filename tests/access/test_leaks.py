@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,34 @@ def turn_visible(s: Scenario) -> set[str]:
     return {e["id"] for e in s.entries if admits(flt, _record(e))}
 
 
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _words(text: str) -> str:
+    """``text`` as a run of casefolded words between spaces."""
+    return " " + " ".join(_WORD.findall(text.casefold())) + " "
+
+
+def named_visible(s: Scenario, query: str) -> set[str]:
+    """:func:`turn_visible` for one query. Integrations are relevance scope, not
+    authorization: those the query names — by name, or by an alias of an entry the request
+    may otherwise see (labels, status, domain) — join its scope. A superset of what a turn
+    widens to (the host predicate is not consulted, the gate's state is not read)."""
+    words = _words(query)
+    unscoped = gw.Filter.of(s.principal, None, s.blocked)
+    named: set[str] = set()
+    for e in s.entries:
+        if not e["integrations"] or not admits(unscoped, _record(e)):
+            continue
+        if any(_words(name) in words for name in e["integrations"]) or any(
+            _words(alias) in words for alias in e["aliases"]
+        ):
+            named.update(e["integrations"])
+    scope = gw.Scope(tuple(sorted({*s.scope.enabled_integrations, *named})))
+    flt = gw.Filter.of(s.principal, scope, s.blocked)
+    return {e["id"] for e in s.entries if admits(flt, _record(e))}
+
+
 def forbidden_strings(s: Scenario, visible: set[str]) -> dict[str, str]:
     """Every id, path and marker the principal may not see, mapped to what it belongs to."""
     out: dict[str, str] = {}
@@ -291,7 +320,6 @@ def hybrid_settings(seed: int) -> gw.HybridSettings:
 
 
 def check_turns(s: Scenario, kb: gw.KnowledgeBase) -> None:
-    visible = turn_visible(s)
     authorize = host_authorizer(s.seed)
     settings = hybrid_settings(s.seed)  # lexical, fused, dense alone or reranked channels
     hybrid = settings.mode != "lexical"
@@ -307,6 +335,7 @@ def check_turns(s: Scenario, kb: gw.KnowledgeBase) -> None:
             "reference": gw.VectorIndex.build(reference, EMBEDDER),
         }
     for query in s.queries:
+        visible = named_visible(s, query)
         request = gw.RetrievalRequest(query, scope=s.scope, principal=s.principal)
         allow = None if authorize is None else (lambda e, a=authorize: a(s.principal, e))
         selection = gw.retrieve(
@@ -331,7 +360,6 @@ def check_turns(s: Scenario, kb: gw.KnowledgeBase) -> None:
 
 
 def check_engine(s: Scenario) -> None:
-    visible = turn_visible(s)
     settings = hybrid_settings(s.seed // 3)  # the engine's seeds are multiples of 3
     config = gw.GroundingConfig(
         sources=[s.source],
@@ -343,6 +371,7 @@ def check_engine(s: Scenario) -> None:
     with gw.GroundingEngine(config) as engine:
         assert engine.ready(30)
         for query in s.queries:
+            visible = named_visible(s, query)
             outcome = engine.ground(query, scope=s.scope, principal=s.principal)
             assert outcome.metadata.failure_reason != "error", f"seed {s.seed}"
             assert set(outcome.metadata.selected_ids) <= visible
@@ -471,8 +500,9 @@ def test_the_command_line_reveals_nothing(seed: int, tmp_path: Path) -> None:
     flags = principal_flags(s)
     scope = [f for name in s.scope.enabled_integrations for f in ("--integration", name)]
     blocked = [f for name in s.blocked for f in ("--blocked-domain", name)]
-    labels, turn = label_visible(s), turn_visible(s)
+    labels = label_visible(s)
     for query in s.queries[:2]:
+        turn = named_visible(s, query)
         grounded = cli("ground", str(source), query, *flags, *scope, *blocked, "--json")
         assert_no_leak(s, _scrub_query(grounded, query), turn, f"cli ground {query!r}")
         meta = json.loads(grounded)["metadata"]

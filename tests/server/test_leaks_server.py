@@ -96,10 +96,11 @@ def _post(http: httpx.Client, path: str, body: dict[str, Any]) -> Any:
 
 
 def check_principal(s: Any, live: Live, secret: str, mode: str) -> None:
-    turn, labels = leaks.turn_visible(s), leaks.label_visible(s)
+    labels = leaks.label_visible(s)
     scope = list(s.scope.enabled_integrations)
     with httpx.Client(base_url=live.url, headers=bearer(secret), timeout=30.0) as http:
         for query in s.queries:
+            turn = leaks.named_visible(s, query)
             what = f"{s.principal} {query!r}"
             body = {"kb": "entries", "query": query, "integrations": scope,
                     "blocked_domains": list(s.blocked), "mode": mode}  # fmt: skip
