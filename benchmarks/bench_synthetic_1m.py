@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -275,16 +276,18 @@ def build_bm25s(combined: list[str], ids: np.ndarray) -> tuple[Callable[[str], l
 
 def measure_updates(
     kb: Any, docs: list[dict[str, str]], words: list[str], cdf: np.ndarray, rng: np.random.Generator
-) -> list[tuple[str, float, float]]:
+) -> tuple[list[tuple[str, float, float]], Any]:
     """Seconds of ``KnowledgeBase.update``: add 1% new documents, delete 1,000, replace 1,000
-    (each from the built index; the results are checked against nothing here: the tests
-    prove updates equal a build from scratch)."""
+    (each from the built index, each kept in a delta segment), then compacting the first
+    one's delta (the results are checked against nothing here: the tests prove updates
+    equal a build from scratch). Also returns the knowledge base with the 1% delta."""
     extra = make_corpus(max(len(docs) // 100, 1), words, cdf, rng)
     for n, doc in enumerate(extra):
         doc["id"] = f"n{n:07d}"
     gone = [docs[i]["id"] for i in range(0, len(docs), max(len(docs) // 1000, 1))][:1000]
     changed = [dict(docs[i], text=docs[i]["text"] + " revised") for i in range(1, 2001, 2)]
     out = []
+    kept = None
     for name, upserts, deletes in (
         (f"add {len(extra):,} documents (1%)", extra, []),
         (f"delete {len(gone):,} documents", [], gone),
@@ -292,10 +295,20 @@ def measure_updates(
     ):
         gc.collect()
         start, cpu = time.perf_counter(), time.process_time()
-        kb.update(upserts, deletes)
+        updated = kb.update(upserts, deletes)
         out.append((name, time.perf_counter() - start, time.process_time() - cpu))
         print(f"  {name}: {out[-1][1]:.2f} s (CPU {out[-1][2]:.2f} s)", file=sys.stderr)
-    return out
+        kept = updated if kept is None else kept
+    gc.collect()
+    start, cpu = time.perf_counter(), time.process_time()
+    kept.compacted()
+    out.append(("compact the 1% delta", time.perf_counter() - start, time.process_time() - cpu))
+    print(f"  compact: {out[-1][1]:.2f} s (CPU {out[-1][2]:.2f} s)", file=sys.stderr)
+    return out, kept
+
+
+def search_ids(kb: Any, query: str) -> list[str]:
+    return [hit.id for hit in kb.search(query, k=K)]
 
 
 def overlap(a: Sequence[Sequence[str]], b: Sequence[Sequence[str]]) -> float:
@@ -355,8 +368,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if dropped:
         print(f"WARNING: groundwire drops {len(dropped)} generated words as stop words")
     updates: list[tuple[str, float, float]] = []
+    delta_kb = None
     if not args.no_update:
-        updates = measure_updates(kb, docs, words, cdf, np.random.default_rng(args.seed + 1))
+        updates, delta_kb = measure_updates(
+            kb, docs, words, cdf, np.random.default_rng(args.seed + 1)
+        )
         gc.collect()
     vocab_mib = dict_mib(dict(kb.lexical.vocabulary))
     lexical_terms = len(kb.lexical.vocabulary)
@@ -405,6 +421,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             ("with frequent words", queries_all),
         ):
             systems = [System(b.name, b.search, queries) for b in builds]
+            if delta_kb is not None:  # the same queries after adding 1% (a delta segment)
+                delta_search = partial(search_ids, delta_kb)
+                systems.append(System("groundwire +1% delta", delta_search, queries))
             ranked = {s.name: [s.search(q) for q in queries] for s in systems}  # warm-up
             for s in systems[1:]:
                 s.note = (

@@ -295,6 +295,10 @@ MAX_SNAPSHOT_JSON_DEPTH: Final = 64
 SCORING_THREADS: Final = 2
 #: Fewer postings than this are scored in one thread: a thread's start costs more.
 PARALLEL_SCORING_POSTINGS: Final = 1_000_000
+#: An update keeps a delta segment until its documents plus the base's tombstones exceed
+#: this share of the documents, then compacts (index/delta.py): an update re-merges the
+#: delta's postings, so past a tenth one pass over every posting costs about as much.
+DELTA_COMPACT_SHARE: Final = 0.1
 
 # --- Analysis ----------------------------------------------------------------------------------
 #: Names ``AnalyzerConfig.stopwords`` accepts besides None and a set of words.

@@ -90,8 +90,11 @@ def test_builds_and_updates_equal_the_numpy_path_bit_for_bit(
     with pytest.MonkeyPatch.context() as monkeypatch:
         equal(*both(monkeypatch, lambda: KnowledgeBase.from_documents(docs, chosen)))
         base = KnowledgeBase.from_documents(docs, chosen)
-        equal(*both(monkeypatch, lambda: base.update(added, gone)))
-        equal(*both(monkeypatch, lambda: base.update([], gone)))
+        equal(*both(monkeypatch, lambda: base.update(added, gone, compact=True)))
+        equal(*both(monkeypatch, lambda: base.update([], gone, compact=True)))
+        # A delta segment compacted (update.compact): the same passes over both segments.
+        kept = KnowledgeBase.from_documents(docs[::2], chosen)
+        equal(*both(monkeypatch, lambda: kept.update(added, [], compact=False).compacted()))
 
 
 def test_damaged_rows_are_refused() -> None:

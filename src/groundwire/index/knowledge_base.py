@@ -28,6 +28,7 @@ from groundwire.index.changes import (
     chunking_section,
     document_changes,
 )
+from groundwire.index.delta import DeltaIndex
 from groundwire.index.lexical import LexicalIndex, MaskArray
 from groundwire.index.lookups import Masks, Phrases
 from groundwire.index.parts import Parts, SnapshotSection
@@ -176,9 +177,16 @@ class KnowledgeBase(Searching):
         self,
         upserts: Iterable[KnowledgeEntry | Document | Mapping[str, Any]] = (),
         deletes: Iterable[str] = (),
+        *,
+        compact: bool | None = None,
     ) -> KnowledgeBase:
         """A new knowledge base with ``deletes`` (ids) removed and ``upserts`` added or
         replacing the entries of their ids; this one is unchanged (see ``index/update.py``).
+
+        The change goes to a delta segment scored exactly at query time (its cost is the
+        change, ``index/delta.py``); ``compact`` True merges everything into one
+        precomputed index now, None (default) does when the delta passes
+        ``DELTA_COMPACT_SHARE``, False never.
 
         Upserts are normalized entries (e.g. from ``normalize_and_validate``) or documents
         (``Document`` or mappings, as for :meth:`from_documents`). Searches on the result
@@ -192,7 +200,12 @@ class KnowledgeBase(Searching):
         ]
         exact_ids, exact_titles = self._parts.phrase_keys
         parts = update_parts(
-            self._parts, entries, deletes, exact_ids=exact_ids, exact_titles=exact_titles
+            self._parts,
+            entries,
+            deletes,
+            exact_ids=exact_ids,
+            exact_titles=exact_titles,
+            compact=compact,
         )
         return KnowledgeBase._restore(parts)
 
@@ -340,8 +353,25 @@ class KnowledgeBase(Searching):
 
     @property
     def lexical(self) -> LexicalIndex:
-        """The precomputed BM25 index."""
-        return self._lexical
+        """The precomputed BM25 index (after an update, the delta segment compacted into
+        one on first use: see :meth:`compacted`)."""
+        lexical = self._lexical
+        return lexical.compacted() if isinstance(lexical, DeltaIndex) else lexical
+
+    @property
+    def delta_share(self) -> float:
+        """The share of documents an update left in a delta segment or as tombstones
+        (0.0: one precomputed index; see ``index/delta.py``)."""
+        lexical = self._lexical
+        return lexical.share if isinstance(lexical, DeltaIndex) else 0.0
+
+    def compacted(self) -> KnowledgeBase:
+        """This knowledge base with its delta segment merged into one precomputed index
+        (itself when there is none). Results are the same; queries are faster."""
+        lexical = self._lexical
+        if not isinstance(lexical, DeltaIndex):
+            return self
+        return KnowledgeBase._restore(self._parts._replace(lexical=lexical.compacted()))
 
     @property
     def entries(self) -> tuple[KnowledgeEntry, ...]:

@@ -33,7 +33,7 @@ from groundwire.index.lexical import (
     norm,
 )
 
-__all__ = ["available", "merged_index", "scores_of"]
+__all__ = ["available", "doc_norms", "merged_index", "scored", "scores_of"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -54,14 +54,35 @@ def scores_of(
     stats: FieldStats,
 ) -> FloatArray:
     """Every posting's score, equal bit for bit to ``rows_of``'s numpy expressions."""
+    norms = doc_norms(settings, lengths, stats)
+    return scored(settings, weights, indptr, docs, frequencies, norms, stats)
+
+
+def doc_norms(settings: IndexSettings, lengths: IntArray, stats: FieldStats) -> FloatArray:
+    """Per document and field (one cache line per document): the length norm, or k1
+    times it, exactly as the builder's ``k1 * field_norm``."""
     b, k1 = float(settings.b), float(settings.k1)
     bm25f = settings.scoring == "bm25f"
-    # Per document and field (one cache line per document): the norm, or k1 times it,
-    # exactly as the builder's ``k1 * field_norm``.
-    norms = np.empty((lengths.shape[1], len(frequencies)), dtype=np.float64)
-    for f in range(len(frequencies)):
+    norms = np.empty((lengths.shape[1], lengths.shape[0]), dtype=np.float64)
+    for f in range(lengths.shape[0]):
         field_norm = norm(lengths[f], float(stats.avg_length[f]), b)
         norms[:, f] = field_norm if bm25f else k1 * field_norm
+    return norms
+
+
+def scored(
+    settings: IndexSettings,
+    weights: FloatArray,
+    indptr: I64,
+    docs: I32,
+    frequencies: Sequence[FieldFrequencies],
+    norms: FloatArray,
+    stats: FieldStats,
+) -> FloatArray:
+    """:func:`scores_of` with the per-document ``norms`` of :func:`doc_norms` given (a
+    delta segment's queries reuse them); document frequencies are counted per row."""
+    k1 = float(settings.k1)
+    bm25f = settings.scoring == "bm25f"
     counts = [(freq.start, freq.counts) for freq in frequencies]
     if bm25f:
         row_idf = idf(float(stats.n_docs), np.diff(indptr).astype(np.float64))

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from groundwire.config import IndexSettings
 from groundwire.errors import KnowledgeIndexError
+from groundwire.index.delta import DeltaIndex
 from groundwire.index.lexical import IntArray, LexicalIndex, MaskArray
 from groundwire.model import KnowledgeEntry, ValidationIssue
 
@@ -87,7 +88,7 @@ class Parts(NamedTuple):
     entries: Sequence[KnowledgeEntry]
     positions: Mapping[str, int]
     settings: IndexSettings
-    lexical: LexicalIndex
+    lexical: LexicalIndex | DeltaIndex  # a DeltaIndex after an update (index/delta.py)
     exact_index: Mapping[str, tuple[int, ...]]
     alias_index: Mapping[str, tuple[int, ...]]
     relations: Mapping[str, tuple[str, ...]]

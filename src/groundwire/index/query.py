@@ -8,6 +8,7 @@ from typing import NamedTuple, overload
 
 from groundwire.config import MAX_SEARCH_K
 from groundwire.errors import QueryError
+from groundwire.index.delta import DeltaIndex
 from groundwire.index.lexical import LexicalIndex
 
 __all__ = [
@@ -58,7 +59,7 @@ class QueryIds(Sequence[int]):
 
     __slots__ = ("_codes", "_ids", "_lexical")
 
-    def __init__(self, lexical: LexicalIndex, codes: list[int]) -> None:
+    def __init__(self, lexical: LexicalIndex | DeltaIndex, codes: list[int]) -> None:
         self._lexical = lexical
         self._codes = codes
         self._ids: list[int] | None = None
@@ -98,7 +99,7 @@ class Breakdown(Mapping[str, float]):
 
     def __init__(
         self,
-        lexical: LexicalIndex,
+        lexical: LexicalIndex | DeltaIndex,
         ids: Sequence[int],
         doc: int,
         exact: float = 0.0,

@@ -16,6 +16,7 @@ from itertools import repeat
 from groundwire.access.authorize import check_callback
 from groundwire.config import DEFAULT_ALIAS_BOOST, DEFAULT_EXACT_BOOST, DEFAULT_MAX_QUERY_CHARS
 from groundwire.errors import KnowledgeIndexError
+from groundwire.index.delta import DeltaIndex
 from groundwire.index.lexical import SKIP, UNKNOWN, LexicalIndex, MaskArray
 from groundwire.index.lookups import Masks, Phrases
 from groundwire.index.query import (
@@ -45,7 +46,7 @@ class Searching:
     _analyzer: Analyzer
     _entries: Sequence[KnowledgeEntry]
     _entry_ids: list[str] | None
-    _lexical: LexicalIndex
+    _lexical: LexicalIndex | DeltaIndex
     _masks: Masks
     _phrases: Phrases
     _position: Mapping[str, int]

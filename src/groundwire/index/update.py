@@ -25,7 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from groundwire.config import IndexSettings
+from groundwire.config import DELTA_COMPACT_SHARE, IndexSettings
 from groundwire.errors import KnowledgeIndexError
 from groundwire.index import merge
 from groundwire.index.builder import (
@@ -35,7 +35,8 @@ from groundwire.index.builder import (
     term_ids_reader,
     text_readers,
 )
-from groundwire.index.lexical import LexicalIndex, MaskArray
+from groundwire.index.delta import DeltaIndex, empty_delta
+from groundwire.index.lexical import IntArray, LexicalIndex, MaskArray
 from groundwire.index.lexical_builder import LexicalIndexBuilder, rows_of
 from groundwire.index.parts import Parts
 from groundwire.index.store.codecs import HashedStrings, encode_entry
@@ -43,7 +44,7 @@ from groundwire.ingest.validate import entry_digest
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
 
-__all__ = ["update_parts"]
+__all__ = ["compact", "merged_rows", "update_parts"]
 
 I64 = npt.NDArray[np.int64]
 _P = ParamSpec("_P")
@@ -126,10 +127,15 @@ def update_parts(
     *,
     exact_ids: bool = True,
     exact_titles: bool = True,
+    compact: bool | None = None,
 ) -> Parts:
     """``parts`` with ``deletes`` removed and ``upserts`` added or replacing the entries of
     their ids (see the module docstring). Deleting an id that is not there is an error;
-    an id may not be both upserted and deleted, nor upserted twice."""
+    an id may not be both upserted and deleted, nor upserted twice.
+
+    The result holds a delta segment (``index/delta.py``) unless ``compact`` is True, or
+    None (the default) and the delta would exceed ``DELTA_COMPACT_SHARE``: then one
+    precomputed index, as before. ``compact=False`` always keeps a delta segment."""
     settings = parts.settings
     new = sorted(upserts, key=lambda e: e.id)
     new_ids = [e.id for e in new]
@@ -160,7 +166,7 @@ def update_parts(
     ids = [old_ids[s] if s >= 0 else new_ids[-1 - s] for s in source.tolist()]
     positions = dict(zip(ids, range(n), strict=True))
     analyzer = Analyzer(settings.analyzer)
-    lexical = _lexical(parts.lexical, settings, analyzer, new, old_to_new, new_at, n)
+    lexical = _updated(parts.lexical, settings, analyzer, new, old_to_new, new_at, n, compact)
     exact, alias = _phrases(parts, old_to_new, new, new_at, analyzer, exact_ids, exact_titles)
     masks = _masks(parts, source, from_old, new)
     digests = _digests(parts, source, from_old, new)
@@ -216,6 +222,102 @@ def _merge_order(old_ids: list[str], keep: MaskArray, new_ids: list[str]) -> I64
     source[old_pos] = kept
     source[new_pos] = -1 - np.arange(len(new_ids), dtype=np.int64)
     return source
+
+
+def _updated(
+    old: LexicalIndex | DeltaIndex,
+    settings: IndexSettings,
+    analyzer: Analyzer,
+    new: Sequence[KnowledgeEntry],
+    old_to_new: I64,
+    new_at: I64,
+    n: int,
+    compact: bool | None,
+) -> LexicalIndex | DeltaIndex:
+    """The lexical index after an update: the delta segment updated (the base's
+    postings untouched, its tombstones moved), or everything merged and scored afresh."""
+    if isinstance(old, DeltaIndex):
+        base, base_map, delta = old.base, old.base_to_now, old.delta
+    else:
+        if compact:  # one merge of everything, as a plain index is updated
+            return _lexical(old, settings, analyzer, new, old_to_new, new_at, n)
+        base, delta = old, empty_delta(old, settings)
+        base_map = np.arange(old.doc_count, dtype=np.int32)
+    moved = np.where(base_map >= 0, old_to_new[np.maximum(base_map, 0)], -1).astype(np.int32)
+    fresh = _lexical(delta, settings, analyzer, new, old_to_new, new_at, n)
+    updated = DeltaIndex(base, moved, fresh, settings)
+    if compact or (compact is None and updated.share > DELTA_COMPACT_SHARE):
+        return updated.compacted()
+    return updated
+
+
+def compact(index: DeltaIndex) -> LexicalIndex:
+    """The base's live postings renumbered and the delta's merged in, scored afresh:
+    one precomputed index equal to a build from scratch (``DeltaIndex.compacted``)."""
+    base, delta = index.base, index.delta
+    base_single, single = len(base.vocabulary), len(delta.vocabulary)
+    scale = max(index.doc_count, 1)
+    base_keys = base.pair_keys
+    rekeyed = base_keys // max(base_single, 1) * single + base_keys % max(base_single, 1)
+    delta_keys = delta.pair_keys
+    pair_keys, pair_rows = _grown(rekeyed, delta_keys)
+    row_map = np.concatenate([np.arange(base_single, dtype=np.int64), single + pair_rows])
+    delta_rows = np.concatenate(
+        [np.arange(single, dtype=np.int64), single + np.searchsorted(pair_keys, delta_keys)]
+    )
+    rows = np.repeat(delta_rows, np.diff(delta.indptr))
+    docs = np.asarray(delta.docs, dtype=np.int64)
+    added = []
+    for freq in delta.frequencies:
+        tf = freq.span(0, int(docs.shape[0]))
+        pick = tf > 0
+        added.append((rows[pick] * scale + docs[pick], tf[pick]))
+    has_pairs = text_readers(index.settings)[1] is not None
+    doc_map = index.base_to_now.astype(np.int64)
+    return merged_rows(
+        base,
+        index.settings,
+        delta.vocabulary,
+        pair_keys,
+        row_map,
+        doc_map,
+        added,
+        delta.lengths,
+        has_pairs=has_pairs,
+    )
+
+
+def merged_rows(
+    old: LexicalIndex,
+    settings: IndexSettings,
+    vocabulary: Mapping[str, int],
+    pair_keys: I64,
+    row_map: I64,
+    old_to_new: I64,
+    added: list[tuple[I64, I64]],
+    lengths: IntArray,
+    *,
+    has_pairs: bool,
+) -> LexicalIndex:
+    """``old`` renumbered (rows by ``row_map``, documents by ``old_to_new``, -1: gone)
+    with ``added`` merged in (per field: sorted keys ``row·N + doc``, frequencies) and
+    scored for ``lengths``: the merge kernel, or the numpy path (equal bit for bit)."""
+    if merge.available():
+        return merge.merged_index(
+            old,
+            settings,
+            vocabulary,
+            pair_keys,
+            row_map,
+            old_to_new,
+            added,
+            lengths,
+            has_pairs=has_pairs,
+        )
+    postings = _renumbered(old, row_map, old_to_new, added, int(lengths.shape[1]))
+    return rows_of(
+        list(old.fields), settings, vocabulary, pair_keys, postings, lengths, has_pairs=has_pairs
+    )
 
 
 def _lexical(
@@ -274,21 +376,17 @@ def _lexical(
         if pair_field is not None:
             counted.append(np.bincount(owners, minlength=len(new)))
         lengths[:, new_at] = np.array(counted, dtype=np.int32)
-    has_pairs = pair_field is not None
-    if merge.available():
-        return merge.merged_index(
-            old,
-            settings,
-            terms_of,
-            pair_keys,
-            row_map,
-            old_to_new,
-            added,
-            lengths,
-            has_pairs=has_pairs,
-        )
-    postings = _renumbered(old, row_map, old_to_new, added, n)
-    return rows_of(fields, settings, terms_of, pair_keys, postings, lengths, has_pairs=has_pairs)
+    return merged_rows(
+        old,
+        settings,
+        terms_of,
+        pair_keys,
+        row_map,
+        old_to_new,
+        added,
+        lengths,
+        has_pairs=pair_field is not None,
+    )
 
 
 def _renumbered(

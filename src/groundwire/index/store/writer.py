@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from groundwire.config import MAX_SNAPSHOT_JSON_DEPTH
 from groundwire.errors import IndexFormatError, KnowledgeIndexError
+from groundwire.index.delta import DeltaIndex
 from groundwire.index.lexical import LexicalIndex
 from groundwire.index.parts import Parts, SnapshotSection, known_sections
 from groundwire.index.store import storage
@@ -218,6 +219,8 @@ def _section(section: SnapshotSection) -> tuple[dict[str, Any], list[storage.Pay
 def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
     """The manifest (without its file tables) and every file of a knowledge base."""
     lexical, n = parts.lexical, len(parts.entries)
+    if isinstance(lexical, DeltaIndex):  # a snapshot holds one precomputed segment
+        lexical = lexical.compacted()
     pairs = int(lexical.pair_seconds.shape[0])
     if n >= 2**31 or len(lexical.vocabulary) + pairs >= 2**31:
         raise KnowledgeIndexError("snapshots hold fewer than 2**31 entries and terms")

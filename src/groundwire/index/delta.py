@@ -1,0 +1,373 @@
+"""Delta segments: an update that costs the change, with every score exact at query time.
+
+A :class:`DeltaIndex` is a precomputed ``base`` segment (the rows of the last full build
+or compaction, its scores computed for the statistics of that time), a tombstone map
+over its documents (``base_to_now``: each base document's current position, ``-1``
+when it was deleted or replaced) and a ``delta`` segment holding the postings of every
+document added or replaced since: frequencies and lengths, in the current numbering
+(positions in id order, as a build from scratch numbers them), keyed by the current
+vocabulary (the base's term ids, then new terms). ``delta.lengths`` holds every current
+document's field lengths, so ``delta.stats`` are the current statistics.
+
+Every score depends on the document count, the average lengths and the document
+frequencies, so a change anywhere changes every precomputed score. A query on a
+``DeltaIndex`` therefore scores its rows from the stored frequencies: it gathers each
+query row's live base postings (renumbered through the map) and the delta's postings of
+the same term or pair, counts the current document frequencies from them, and scores
+them with the builder's operations in the builder's order (the merge kernel's
+``gw_score_rows``, GIL released, or the builder's numpy expressions), with the current
+norms per document. The query's rows then go through the ordinary top-k path (the C
+query kernel), so ids, order and scores equal those of a build from scratch bit for bit.
+
+Cost: an update merges only the delta's postings (``update.py``); a query pays the
+rescoring of its rows (every posting of its terms, not only the changed ones).
+:meth:`DeltaIndex.compacted` merges both segments back into one precomputed index with
+the update's exact passes (``update.merged_rows``); ``update_parts`` does it on its own
+past ``config.DELTA_COMPACT_SHARE``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from groundwire.config import IndexSettings
+from groundwire.index import merge
+from groundwire.index.lexical import (
+    SKIP,
+    FieldStats,
+    FloatArray,
+    IntArray,
+    LexicalIndex,
+    MaskArray,
+    QueryScores,
+    _check_docs,
+)
+
+__all__ = ["DeltaIndex", "empty_delta"]
+
+I64 = npt.NDArray[np.int64]
+_NO_KEYS: I64 = np.empty(0, dtype=np.int64)
+_MINI_CACHE = 8  # query row sets kept (a search scores, then explains, the same rows)
+
+
+def empty_delta(base: LexicalIndex, settings: IndexSettings) -> LexicalIndex:
+    """A delta segment with no postings over ``base``'s documents and vocabulary."""
+    from groundwire.index.lexical_builder import assembled, frequencies_of
+
+    indptr = np.zeros(len(base.vocabulary) + 1, dtype=np.int64)
+    empty = [frequencies_of(_NO_KEYS, _NO_KEYS, 0, 0) for _ in base.fields]
+    return assembled(
+        base.fields,
+        settings,
+        base.vocabulary,
+        _NO_KEYS,
+        indptr,
+        np.empty(0, dtype=np.int32),
+        np.empty(0, dtype=np.float64),
+        empty,
+        base.lengths,
+        base.stats,
+    )
+
+
+class _Rows(Mapping[str, int]):
+    """The vocabulary of a query's gathered rows: only its size matters (``R`` rows)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+
+    def __getitem__(self, key: str) -> int:
+        raise KeyError(key)
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __len__(self) -> int:
+        return self._size
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DeltaIndex:
+    """A base segment, its tombstones and a delta segment (see the module docstring)."""
+
+    base: LexicalIndex
+    base_to_now: npt.NDArray[np.int32]
+    delta: LexicalIndex
+    settings: IndexSettings
+    _state: dict[str, Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_state", {"minis": {}, "lock": threading.Lock()})
+
+    # What a LexicalIndex reader shows.
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self.base.fields
+
+    @property
+    def weights(self) -> FloatArray:
+        return self.base.weights
+
+    @property
+    def k1(self) -> float:
+        return self.base.k1
+
+    @property
+    def b(self) -> float:
+        return self.base.b
+
+    @property
+    def scoring(self) -> str:
+        return self.base.scoring
+
+    @property
+    def vocabulary(self) -> Mapping[str, int]:
+        return self.delta.vocabulary
+
+    @property
+    def lengths(self) -> IntArray:
+        return self.delta.lengths
+
+    @property
+    def stats(self) -> FieldStats:
+        return self.delta.stats
+
+    @property
+    def doc_count(self) -> int:
+        return self.delta.doc_count
+
+    @property
+    def deleted(self) -> int:
+        """Base documents deleted or replaced since the base was built."""
+        return int(np.count_nonzero(self.base_to_now < 0))
+
+    @property
+    def added(self) -> int:
+        """Documents held by the delta segment (added or replaced)."""
+        return self.doc_count - (int(self.base_to_now.shape[0]) - self.deleted)
+
+    @property
+    def share(self) -> float:
+        """Tombstones plus delta documents, as a share of the documents now."""
+        return (self.deleted + self.added) / max(self.doc_count, 1)
+
+    def compacted(self) -> LexicalIndex:
+        """One precomputed index equal to a build from scratch (made once, then kept)."""
+        state = self._state
+        with state["lock"]:
+            if "compacted" not in state:
+                from groundwire.index.update import compact  # which imports this module
+
+                state["compacted"] = compact(self)
+            done: LexicalIndex = state["compacted"]
+            return done
+
+    # Query ids: single terms by id, then pairs (base pairs first, then delta-only ones).
+    def codes(self, terms: Iterable[str]) -> list[int]:
+        """The word codes of analyzed query terms (see LexicalIndex.codes)."""
+        return self.delta.codes(terms)
+
+    def ids_of_codes(self, codes: Sequence[int]) -> list[int]:
+        """The row ids of word codes, as LexicalIndex.ids_of_codes orders them: each
+        known term, then each adjacent pair indexed in either segment."""
+        single = len(self.vocabulary)
+        ids = [code for code in codes if code >= 0]
+        if ids and max(ids) >= single:
+            raise ValueError(f"word code {max(ids)} is not below the {single} single terms")
+        if len(ids) > 1:
+            first = -1
+            for second in codes:
+                if second == SKIP:
+                    continue
+                if first >= 0 and second >= 0:
+                    pair = self._pair_id(first, second)
+                    if pair is not None:
+                        ids.append(pair)
+                first = second
+        return ids
+
+    def _pair_id(self, first: int, second: int) -> int | None:
+        base_single = len(self.base.vocabulary)
+        single = len(self.vocabulary)
+        if first < base_single and second < base_single:
+            at = _pair_at(self.base, first, second)
+            if at is not None:
+                return single + at
+        at = _pair_at(self.delta, first, second)
+        return None if at is None else single + int(self.base.pair_seconds.shape[0]) + at
+
+    def query_ids(self, terms: Sequence[str]) -> list[int]:
+        return self.ids_of_codes(self.codes(terms))
+
+    def term_ids(self, terms: Iterable[str]) -> Counter[int]:
+        return Counter(self.query_ids(list(terms)))
+
+    # Queries: the rows gathered and scored for the current statistics, then the
+    # ordinary top-k path over them.
+    def score(self, terms: Sequence[str]) -> QueryScores:
+        return self.score_ids(self.query_ids(terms))
+
+    def score_ids(self, ids: Sequence[int]) -> QueryScores:
+        mini, rows = self._mini(ids)
+        return mini.score_ids(rows)
+
+    def top_codes(
+        self, codes: Sequence[int], k: int, skip: MaskArray | None = None
+    ) -> tuple[list[int], list[float]]:
+        return self.top(self.ids_of_codes(codes), k, skip)
+
+    def top(
+        self, ids: Sequence[int], k: int, skip: MaskArray | None = None
+    ) -> tuple[list[int], list[float]]:
+        mini, rows = self._mini(ids)
+        return mini.top(rows, k, skip)
+
+    def score_of_ids(self, ids: Sequence[int], doc: int) -> float:
+        mini, rows = self._mini(ids)
+        return mini.score_of_ids(rows, doc)
+
+    def explain(self, terms: Iterable[str], doc: int) -> dict[str, float]:
+        return self.explain_ids(self.query_ids(list(terms)), doc)
+
+    def explain_ids(self, ids: Iterable[int], doc: int) -> dict[str, float]:
+        mini, rows = self._mini(list(ids))
+        return mini.explain_ids(rows, doc)
+
+    def field_row(self, f: int, term: int) -> tuple[IntArray, I64]:
+        mini, rows = self._mini([term])
+        return mini.field_row(f, rows[0])
+
+    def single_term_postings(self) -> tuple[I64, IntArray]:
+        return self.compacted().single_term_postings()
+
+    def _mini(self, ids: Sequence[int]) -> tuple[LexicalIndex, list[int]]:
+        """A small precomputed index of the query's distinct rows, scored for the current
+        statistics, and each id's row in it."""
+        distinct = tuple(dict.fromkeys(ids))
+        minis: dict[tuple[int, ...], LexicalIndex] = self._state["minis"]
+        mini = minis.get(distinct)
+        if mini is None:
+            mini = self._gathered(distinct)
+            if len(minis) >= _MINI_CACHE:
+                minis.pop(next(iter(minis)), None)
+            minis[distinct] = mini
+        slot = {row: r for r, row in enumerate(distinct)}
+        return mini, [slot[i] for i in ids]
+
+    def _gathered(self, distinct: Sequence[int]) -> LexicalIndex:
+        from groundwire.index.lexical_builder import assembled, frequencies_of, rows_of
+
+        n_fields = len(self.fields)
+        docs: list[IntArray] = []
+        tfs: list[list[I64]] = [[] for _ in range(n_fields)]
+        for row in distinct:
+            row_docs, row_tf = self._postings(row)
+            docs.append(row_docs)
+            for f in range(n_fields):
+                tfs[f].append(row_tf[f])
+        sizes = np.array([d.shape[0] for d in docs], dtype=np.int64)
+        indptr = np.zeros(len(distinct) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=indptr[1:])
+        all_docs = np.concatenate(docs).astype(np.int32) if docs else np.empty(0, np.int32)
+        all_tf = [np.concatenate(t) if t else _NO_KEYS for t in tfs]
+        total = int(all_docs.shape[0])
+        vocabulary = _Rows(len(distinct))
+        if not merge.available():  # the builder's numpy path over the gathered postings
+            rows = np.repeat(np.arange(len(distinct), dtype=np.int64), sizes)
+            scale = max(self.doc_count, 1)
+            postings = []
+            for tf in all_tf:
+                pick = tf > 0
+                postings.append((rows[pick] * scale + all_docs[pick], tf[pick]))
+            return rows_of(
+                self.fields,
+                self.settings,
+                vocabulary,
+                _NO_KEYS,
+                postings,
+                self.lengths,
+                has_pairs=False,
+            )
+        every = np.arange(total, dtype=np.int64)
+        frequencies = [frequencies_of(tf, every, 0, total) for tf in all_tf]
+        scores = merge.scored(
+            self.settings, self.weights, indptr, all_docs, frequencies, self._norms(), self.stats
+        )
+        return assembled(
+            self.fields,
+            self.settings,
+            vocabulary,
+            _NO_KEYS,
+            indptr,
+            all_docs,
+            scores,
+            frequencies,
+            self.lengths,
+            self.stats,
+        )
+
+    def _norms(self) -> FloatArray:
+        state = self._state
+        norms = state.get("norms")
+        if norms is None:
+            norms = state["norms"] = merge.doc_norms(self.settings, self.lengths, self.stats)
+        return norms
+
+    def _postings(self, row: int) -> tuple[IntArray, list[I64]]:
+        """One query row's live postings now: documents ascending, frequency per field."""
+        single, base_single = len(self.vocabulary), len(self.base.vocabulary)
+        base_pairs = int(self.base.pair_seconds.shape[0])
+        base_row = delta_row = None
+        if row < single:
+            base_row = row if row < base_single else None
+            delta_row = row
+        elif row < single + base_pairs:
+            p = row - single
+            base_row = base_single + p
+            first = int(np.searchsorted(self.base.pair_starts, p, side="right")) - 1
+            at = _pair_at(self.delta, first, int(self.base.pair_seconds[p]))
+            delta_row = None if at is None else single + at
+        else:
+            delta_row = single + row - single - base_pairs
+        parts: list[tuple[IntArray, list[I64]]] = []
+        if base_row is not None:
+            lo, hi = int(self.base.indptr[base_row]), int(self.base.indptr[base_row + 1])
+            old = self.base.docs[lo:hi]
+            _check_docs(old, int(self.base_to_now.shape[0]))
+            now = self.base_to_now[old]
+            live = now >= 0
+            parts.append((now[live], [f.span(lo, hi)[live] for f in self.base.frequencies]))
+        if delta_row is not None:
+            lo, hi = int(self.delta.indptr[delta_row]), int(self.delta.indptr[delta_row + 1])
+            new = self.delta.docs[lo:hi]
+            _check_docs(new, self.doc_count)
+            parts.append((new, [f.span(lo, hi) for f in self.delta.frequencies]))
+        if not parts:
+            return np.empty(0, np.int32), [_NO_KEYS for _ in self.fields]
+        if len(parts) == 1:
+            return parts[0]
+        docs = np.concatenate([parts[0][0], parts[1][0]])
+        order = np.argsort(docs, kind="stable")  # two ascending runs of distinct documents
+        tfs = [np.concatenate([a, b])[order] for a, b in zip(*(p[1] for p in parts), strict=True)]
+        return docs[order], tfs
+
+
+def _pair_at(index: LexicalIndex, first: int, second: int) -> int | None:
+    """The pair number of ``(first, second)`` in ``index``'s pair tables, or None."""
+    starts = index.pair_starts
+    if not starts.shape[0] or first + 1 >= starts.shape[0]:
+        return None
+    lo, hi = int(starts[first]), int(starts[first + 1])
+    if lo == hi:
+        return None
+    at = lo + int(np.searchsorted(index.pair_seconds[lo:hi], second))
+    if at < hi and int(index.pair_seconds[at]) == second:
+        return at
+    return None
