@@ -5,6 +5,7 @@ scratch over the same final documents, to the bit."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -155,3 +156,33 @@ def test_a_damaged_base_document_number_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(IndexFormatError, match="out of range"):
         damaged.top(damaged.query_ids(["alpha"]), 5)
+
+
+def test_threads_searching_one_delta_index_while_it_compacts() -> None:
+    """Readers share one delta index (its query cache, its norms) while another thread
+    compacts it: every answer equals a build from scratch."""
+    content = {f"d{n:02d}": (WORDS[n % 10], " ".join(WORDS[n % 7 :])) for n in range(50)}
+    kb = build(content, document_settings())
+    changes = {"d01": ("omega kappa", "alpha beta"), "x": ("tau", "gamma delta gamma")}
+    updated = kb.update([Document(i, t, b) for i, (t, b) in changes.items()], compact=False)
+    content.update(changes)
+    scratch = build(content, document_settings())
+    want = {q: [(h.id, h.score) for h in scratch.search(q, 20)] for q in QUERIES}
+    errors: list[BaseException] = []
+
+    def reader(shift: int) -> None:
+        try:
+            for n in range(60):
+                query = QUERIES[(n + shift) % len(QUERIES)]
+                assert [(h.id, h.score) for h in updated.search(query, 20)] == want[query]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader, args=(s,)) for s in range(4)]
+    threads.append(threading.Thread(target=lambda: updated.lexical))  # compacts once
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors[0]
+    same(updated.compacted(), scratch)

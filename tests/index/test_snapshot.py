@@ -746,7 +746,8 @@ def pause(*args):
 setattr(storage, hook, pause)
 docs = [Document(f"c{i}", f"title {i}", f"new text number {i}") for i in range(count)]
 if len(sys.argv) > 5:  # an incremental update of the snapshot at path, saved over it
-    KnowledgeBase.load(path).update(docs, deletes=sys.argv[5].split(",")).save(path)
+    updated = KnowledgeBase.load(path).update(docs, deletes=sys.argv[5].split(","), compact=False)
+    updated.save(path)  # a delta segment (index/delta.py), saved compacted
 else:
     KnowledgeBase.from_documents(docs).save(path)
 print("finished", flush=True)
@@ -807,7 +808,9 @@ def test_an_update_killed_mid_save_leaves_the_old_snapshot(tmp_path: Path, hook:
     old = KnowledgeBase.load(path)
     assert [e.id for e in old] == [d.id for d in documents()]
     assert old.search_ids("striped horses", 5) == before
-    updated = old.update([Document("c0", "title 0", "new text")], deletes=["d1", "d2"])
+    updated = old.update(
+        [Document("c0", "title 0", "new text")], deletes=["d1", "d2"], compact=False
+    )
     updated.save(path)  # the next save cleans up and installs the update
     loaded = KnowledgeBase.load(path)
     assert [e.id for e in loaded] == ["c0", "d3", "d4", "d5"]
@@ -935,7 +938,8 @@ def test_readers_during_updates_see_one_snapshot_or_the_other(tmp_path: Path) ->
         thread.start()
     try:
         for n in range(8):
-            KnowledgeBase.load(path).update(variants["even" if n % 2 else "odd"]).save(path)
+            variant = variants["even" if n % 2 else "odd"]
+            KnowledgeBase.load(path).update(variant, compact=n % 3 == 0).save(path)
     finally:
         stop.set()
         for thread in threads:

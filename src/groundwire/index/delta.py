@@ -104,7 +104,9 @@ class DeltaIndex:
     _state: dict[str, Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_state", {"minis": {}, "lock": threading.Lock()})
+        object.__setattr__(
+            self, "_state", {"minis": {}, "lock": threading.Lock(), "cache_lock": threading.Lock()}
+        )
 
     # What a LexicalIndex reader shows.
     @property
@@ -251,13 +253,15 @@ class DeltaIndex:
         """A small precomputed index of the query's distinct rows, scored for the current
         statistics, and each id's row in it."""
         distinct = tuple(dict.fromkeys(ids))
-        minis: dict[tuple[int, ...], LexicalIndex] = self._state["minis"]
+        state = self._state
+        minis: dict[tuple[int, ...], LexicalIndex] = state["minis"]
         mini = minis.get(distinct)
         if mini is None:
-            mini = self._gathered(distinct)
-            if len(minis) >= _MINI_CACHE:
-                minis.pop(next(iter(minis)), None)
-            minis[distinct] = mini
+            mini = self._gathered(distinct)  # outside the lock: racing threads agree
+            with state["cache_lock"]:
+                if len(minis) >= _MINI_CACHE:
+                    minis.pop(next(iter(minis)), None)
+                minis[distinct] = mini
         slot = {row: r for r, row in enumerate(distinct)}
         return mini, [slot[i] for i in ids]
 
