@@ -41,6 +41,8 @@ from groundwire.config import IndexSettings
 from groundwire.index import merge
 from groundwire.index.lexical import (
     SKIP,
+    TF_OVERFLOW,
+    FieldFrequencies,
     FieldStats,
     FloatArray,
     IntArray,
@@ -268,23 +270,14 @@ class DeltaIndex:
     def _gathered(self, distinct: Sequence[int]) -> LexicalIndex:
         from groundwire.index.lexical_builder import assembled, frequencies_of, rows_of
 
-        n_fields = len(self.fields)
-        docs: list[IntArray] = []
-        tfs: list[list[I64]] = [[] for _ in range(n_fields)]
-        for row in distinct:
-            row_docs, row_tf = self._postings(row)
-            docs.append(row_docs)
-            for f in range(n_fields):
-                tfs[f].append(row_tf[f])
-        sizes = np.array([d.shape[0] for d in docs], dtype=np.int64)
+        rows, docs, tfs = self._postings(distinct)
+        sizes = np.bincount(rows, minlength=len(distinct)).astype(np.int64)
         indptr = np.zeros(len(distinct) + 1, dtype=np.int64)
         np.cumsum(sizes, out=indptr[1:])
-        all_docs = np.concatenate(docs).astype(np.int32) if docs else np.empty(0, np.int32)
-        all_tf = [np.concatenate(t) if t else _NO_KEYS for t in tfs]
+        all_docs, all_tf = docs.astype(np.int32), tfs
         total = int(all_docs.shape[0])
         vocabulary = _Rows(len(distinct))
         if not merge.available():  # the builder's numpy path over the gathered postings
-            rows = np.repeat(np.arange(len(distinct), dtype=np.int64), sizes)
             scale = max(self.doc_count, 1)
             postings = []
             for tf in all_tf:
@@ -324,43 +317,69 @@ class DeltaIndex:
             norms = state["norms"] = merge.doc_norms(self.settings, self.lengths, self.stats)
         return norms
 
-    def _postings(self, row: int) -> tuple[IntArray, list[I64]]:
-        """One query row's live postings now: documents ascending, frequency per field."""
+    def _segment_rows(self, row: int) -> tuple[int, int]:
+        """A query row's row in the base and in the delta (-1: none there)."""
         single, base_single = len(self.vocabulary), len(self.base.vocabulary)
         base_pairs = int(self.base.pair_seconds.shape[0])
-        base_row = delta_row = None
         if row < single:
-            base_row = row if row < base_single else None
-            delta_row = row
-        elif row < single + base_pairs:
+            return (row if row < base_single else -1), row
+        if row < single + base_pairs:
             p = row - single
-            base_row = base_single + p
             first = int(np.searchsorted(self.base.pair_starts, p, side="right")) - 1
             at = _pair_at(self.delta, first, int(self.base.pair_seconds[p]))
-            delta_row = None if at is None else single + at
-        else:
-            delta_row = single + row - single - base_pairs
-        parts: list[tuple[IntArray, list[I64]]] = []
-        if base_row is not None:
-            lo, hi = int(self.base.indptr[base_row]), int(self.base.indptr[base_row + 1])
-            old = self.base.docs[lo:hi]
-            _check_docs(old, int(self.base_to_now.shape[0]))
-            now = self.base_to_now[old]
-            live = now >= 0
-            parts.append((now[live], [f.span(lo, hi)[live] for f in self.base.frequencies]))
-        if delta_row is not None:
-            lo, hi = int(self.delta.indptr[delta_row]), int(self.delta.indptr[delta_row + 1])
-            new = self.delta.docs[lo:hi]
-            _check_docs(new, self.doc_count)
-            parts.append((new, [f.span(lo, hi) for f in self.delta.frequencies]))
-        if not parts:
-            return np.empty(0, np.int32), [_NO_KEYS for _ in self.fields]
-        if len(parts) == 1:
-            return parts[0]
-        docs = np.concatenate([parts[0][0], parts[1][0]])
-        order = np.argsort(docs, kind="stable")  # two ascending runs of distinct documents
-        tfs = [np.concatenate([a, b])[order] for a, b in zip(*(p[1] for p in parts), strict=True)]
-        return docs[order], tfs
+            return base_single + p, -1 if at is None else single + at
+        return -1, row - base_pairs
+
+    def _postings(self, distinct: Sequence[int]) -> tuple[I64, I64, list[I64]]:
+        """The live postings of the query's rows now, ordered by row then document: each
+        one's row (index into ``distinct``), document and frequency per field."""
+        located = [self._segment_rows(row) for row in distinct]
+        base_at, base_rows = _spans(self.base.indptr, [b for b, _ in located])
+        old = self.base.docs[base_at]
+        _check_docs(old, int(self.base_to_now.shape[0]))
+        now = self.base_to_now[old]
+        live = now >= 0
+        base_at, base_rows, now = base_at[live], base_rows[live], now[live].astype(np.int64)
+        delta_at, delta_rows = _spans(self.delta.indptr, [d for _, d in located])
+        new = np.asarray(self.delta.docs[delta_at], dtype=np.int64)
+        _check_docs(new, self.doc_count)
+        rows = np.concatenate([base_rows, delta_rows])
+        docs = np.concatenate([now, new])
+        # Two runs ascending by (row, document), distinct: a stable sort merges them.
+        order = np.argsort(rows * max(self.doc_count, 1) + docs, kind="stable")
+        tfs = [
+            np.concatenate([_tf_at(b, base_at), _tf_at(d, delta_at)])[order]
+            for b, d in zip(self.base.frequencies, self.delta.frequencies, strict=True)
+        ]
+        return rows[order], docs[order], tfs
+
+
+def _spans(indptr: npt.NDArray[np.int64], rows: Sequence[int]) -> tuple[I64, I64]:
+    """The postings of ``rows`` (-1: none) in order, and the index of each one's row."""
+    picked = np.array(rows, dtype=np.int64)
+    present = picked >= 0
+    lo = np.where(present, np.asarray(indptr)[np.maximum(picked, 0)], 0)
+    hi = np.where(present, np.asarray(indptr)[np.maximum(picked, 0) + 1], 0)
+    sizes = hi - lo
+    owner = np.repeat(np.arange(len(rows), dtype=np.int64), sizes)
+    firsts = np.cumsum(sizes) - sizes
+    at = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(lo - firsts, sizes)
+    return at, owner
+
+
+def _tf_at(freq: FieldFrequencies, at: I64) -> I64:
+    """A field's exact frequency at postings ``at`` (0 outside the field's range)."""
+    out = np.zeros(at.shape[0], dtype=np.int64)
+    j = at - freq.start
+    inside = (j >= 0) & (j < freq.counts.shape[0])
+    out[inside] = freq.counts[j[inside]]
+    big = np.flatnonzero(out == TF_OVERFLOW)
+    if big.shape[0] and freq.overflow_at.shape[0]:  # none: damaged, left at 255
+        where = np.searchsorted(freq.overflow_at, at[big])
+        where = np.minimum(where, freq.overflow_at.shape[0] - 1)
+        found = freq.overflow_at[where] == at[big]
+        out[big[found]] = freq.overflow_tf[where[found]]
+    return out
 
 
 def _pair_at(index: LexicalIndex, first: int, second: int) -> int | None:
