@@ -358,6 +358,8 @@ def _spans(indptr: npt.NDArray[np.int64], rows: Sequence[int]) -> tuple[I64, I64
     """The postings of ``rows`` (-1: none) in order, and the index of each one's row."""
     picked = np.array(rows, dtype=np.int64)
     present = picked >= 0
+    if not present.any():  # none here (the segment may have no rows at all)
+        return _NO_KEYS, _NO_KEYS
     lo = np.where(present, np.asarray(indptr)[np.maximum(picked, 0)], 0)
     hi = np.where(present, np.asarray(indptr)[np.maximum(picked, 0) + 1], 0)
     sizes = hi - lo

@@ -40,6 +40,7 @@ from groundwire.index.lexical import IntArray, LexicalIndex, MaskArray
 from groundwire.index.lexical_builder import LexicalIndexBuilder, rows_of
 from groundwire.index.parts import Parts
 from groundwire.index.store.codecs import HashedStrings, encode_entry
+from groundwire.index.store.views import SortedPositions
 from groundwire.ingest.validate import entry_digest
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
@@ -163,8 +164,11 @@ def update_parts(
     new_at = np.empty(len(new), dtype=np.int64)
     new_at[-1 - source[~from_old]] = np.flatnonzero(~from_old)
     entries = _Spliced(parts.entries, new, source)
-    ids = [old_ids[s] if s >= 0 else new_ids[-1 - s] for s in source.tolist()]
-    positions = dict(zip(ids, range(n), strict=True))
+    # Ids by new position in one gather (no Python step per entry); positions by bisection
+    # over them (ids ascend, as a loaded snapshot's SortedIds): no dict of every id.
+    pool = np.array([*old_ids, *new_ids], dtype=object)
+    ids: list[str] = pool[np.where(from_old, source, old_n - 1 - source)].tolist()
+    positions = SortedPositions(ids)
     analyzer = Analyzer(settings.analyzer)
     lexical = _updated(parts.lexical, settings, analyzer, new, old_to_new, new_at, n, compact)
     exact, alias = _phrases(parts, old_to_new, new, new_at, analyzer, exact_ids, exact_titles)
@@ -193,6 +197,8 @@ def update_parts(
 
 
 def _old_ids(parts: Parts) -> list[str]:
+    if isinstance(parts.positions, SortedPositions):  # an update's: the ids as a list
+        return parts.positions.ids
     table = getattr(parts.positions, "table", None)  # a loaded snapshot's sorted id table
     return strings_of(table) if table is not None else list(parts.positions)
 

@@ -13,10 +13,49 @@ from groundwire.errors import IndexFormatError
 from groundwire.index.store.codecs import StringTable, decode_entry
 from groundwire.model import KnowledgeEntry
 
-__all__ = ["LazyEntries", "SortedIds", "string_rows"]
+__all__ = ["LazyEntries", "SortedIds", "SortedPositions", "string_rows"]
 
 
-class SortedIds(Mapping[str, int]):
+class _ById(Mapping[str, int]):
+    """A mapping defined by ``get`` (entry id → position, None when absent)."""
+
+    __slots__ = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        raise NotImplementedError
+
+    def __getitem__(self, key: str) -> int:
+        found: int | None = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+
+class SortedPositions(_ById):
+    """Entry id → position, by bisection over a list of the ids in position (code point)
+    order: what an update makes instead of a dict of every id."""
+
+    __slots__ = ("ids",)
+
+    def __init__(self, ids: list[str]) -> None:
+        self.ids = ids
+
+    def get(self, key: str, default: Any = None) -> Any:
+        ids = self.ids
+        at = bisect_left(ids, key) if isinstance(key, str) else len(ids)
+        return at if at < len(ids) and ids[at] == key else default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class SortedIds(_ById):
     """Entry id → position, by binary search over the sorted ids (nothing decoded ahead)."""
 
     __slots__ = ("table",)
@@ -34,15 +73,6 @@ class SortedIds(Mapping[str, int]):
         raw, count = self.table.raw, len(self.table)
         at = bisect_left(range(count), data, key=raw)
         return at if at < count and raw(at) == data else default
-
-    def __getitem__(self, key: str) -> int:
-        found: int | None = self.get(key)
-        if found is None:
-            raise KeyError(key)
-        return found
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.get(key) is not None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.table)

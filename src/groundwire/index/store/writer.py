@@ -65,7 +65,7 @@ from groundwire.index.store.layout import (
     settings_json,
 )
 from groundwire.index.store.reader import load_parts
-from groundwire.index.store.views import SortedIds
+from groundwire.index.store.views import SortedIds, SortedPositions
 from groundwire.ingest.validate import combine_digests, entry_digest
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
@@ -224,7 +224,8 @@ def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
     pairs = int(lexical.pair_seconds.shape[0])
     if n >= 2**31 or len(lexical.vocabulary) + pairs >= 2**31:
         raise KnowledgeIndexError("snapshots hold fewer than 2**31 entries and terms")
-    ids = list(parts.positions) if isinstance(parts.positions, SortedIds) else None
+    sorted_ids = isinstance(parts.positions, (SortedIds, SortedPositions))
+    ids = list(parts.positions) if sorted_ids else None
     ids = ids if ids is not None else [entry.id for entry in parts.entries]
     entry_files, digests = _entries(parts.entries, parts.digests)
     link_files, links = _links(parts.entries)
