@@ -41,9 +41,13 @@ if TYPE_CHECKING:
 __all__ = ["Ranked", "RecallCaches", "finish", "record", "run", "with_limit"]
 
 
-#: A candidate row: the memory's ``_COLUMNS``, its terms and (from the content query) score.
+#: What ranking reads of a candidate; the full row is loaded for the returned ones only.
+_RANK_COLUMNS = (
+    "m.id, m.content, m.type, m.importance, m.pinned, m.created_at, m.accessed_at, m.terms"
+)
+#: A candidate row: ``_RANK_COLUMNS`` and (from the content query) its score.
 Row = tuple[Any, ...]
-_TERMS, _SCORE = 16, 17
+_SCORE = 8
 
 
 @dataclass(slots=True)
@@ -103,13 +107,11 @@ def _content(
     many matches the scope may not see, or ties at the edge — the scope check runs over
     every match.
     """
-    from groundwire.memory.store import _COLUMNS
-
     match, fetch = _match(terms), 2 * k
     rows = conn.execute(
         "WITH top AS MATERIALIZED (SELECT rowid AS seq, -bm25(memories_fts) AS s"
         " FROM memories_fts WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?)"
-        f" SELECT {_COLUMNS}, m.terms, top.s, (SELECT COUNT(*) FROM top),"
+        f" SELECT {_RANK_COLUMNS}, top.s, (SELECT COUNT(*) FROM top),"
         f" (SELECT MIN(s) FROM top) FROM top JOIN memories m ON m.seq = top.seq"
         f" WHERE {where} ORDER BY top.s DESC, m.id LIMIT ?",
         (match, fetch, *params, k),
@@ -120,7 +122,7 @@ def _content(
             "WITH hits AS MATERIALIZED (SELECT m.seq AS seq, -bm25(memories_fts) AS s"
             " FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND {where} ORDER BY s DESC, m.id LIMIT ?)"
-            f" SELECT {_COLUMNS}, m.terms, hits.s FROM hits JOIN memories m"
+            f" SELECT {_RANK_COLUMNS}, hits.s FROM hits JOIN memories m"
             " ON m.seq = hits.seq ORDER BY hits.s DESC, m.id",
             (match, *params, k),
         ).fetchall()
@@ -201,23 +203,17 @@ def _hub_threshold(
     return cached[1]
 
 
-def _load(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Row]:
-    """Candidate rows by id (one statement whatever the number of ids)."""
-    from groundwire.memory.store import _COLUMNS
-
+def _load(conn: sqlite3.Connection, ids: Sequence[str], columns: str) -> dict[str, Row]:
+    """Rows of ``columns`` by id (one statement whatever the number of ids)."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS}, m.terms FROM memories m"
-        " WHERE m.id IN (SELECT value FROM json_each(?))",
+        f"SELECT {columns} FROM memories m WHERE m.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(ids)),),
     )
     return {r[0]: r for r in rows}
 
 
 def _candidate(r: Row) -> Candidate:
-    return Candidate(
-        r[0], r[3], frozenset(r[_TERMS].split()), r[4], float(r[5]), bool(r[10]),
-        float(r[6]), float(r[8]), row=r,
-    )  # fmt: skip
+    return Candidate(r[0], r[1], r[7], r[2], float(r[3]), bool(r[4]), float(r[5]), float(r[6]))
 
 
 def _graph_links(conn: sqlite3.Connection, candidates: dict[str, Candidate]) -> None:
@@ -237,38 +233,29 @@ def _currentness(
     """Notes for candidates with superseded attributes, naming the current claim.
 
     Supersession is scoped to a slot (entity aspect, group key, claim key) and leaves one
-    active claim in it, so the current value is the slot's active attribute — named only
-    when its memory is visible to ``scope``.
+    active claim in it, so the current value is the slot's (newest) active attribute —
+    named only when its memory is visible to ``scope``. One statement.
     """
     if not candidates:
         return
-    rows = conn.execute(
-        "SELECT ea.memory_id, e.name, a.name, ea.value, ea.aspect_id, ea.group_key,"
-        " ea.claim_key FROM entity_attributes ea JOIN entities e ON e.id = ea.entity_id"
-        " JOIN aspects a ON a.id = ea.aspect_id WHERE ea.status = 'superseded'"
-        " AND ea.memory_id IN (SELECT value FROM json_each(?)) ORDER BY ea.id",
-        (json.dumps(list(candidates)),),
-    ).fetchall()
-    if not rows:
-        return
-    aspects = sorted({row[4] for row in rows})
     condition, params = visible_sql(scope)
-    current = {
-        (r[0], r[1], r[2]): (r[3], r[4])
-        for r in conn.execute(
-            "SELECT ea.aspect_id, ea.group_key, ea.claim_key, ea.value, ea.memory_id"
-            " FROM entity_attributes ea JOIN memories m ON m.id = ea.memory_id"
-            " WHERE ea.status = 'active' AND ea.aspect_id IN (SELECT value FROM json_each(?))"
-            f" AND ea.claim_key IS NOT NULL AND {condition} ORDER BY ea.id",
-            [json.dumps(aspects), *params],
-        )
-    }
-    for memory_id, entity, aspect, value, aspect_id, group_key, claim_key in rows:
-        now = current.get((aspect_id, group_key, claim_key))
-        if now is None:  # withdrawn, or not visible to this scope: say only that
+    rows = conn.execute(
+        "SELECT ea.memory_id, e.name, a.name, ea.value, now.value, now.memory_id"
+        " FROM entity_attributes ea JOIN entities e ON e.id = ea.entity_id"
+        " JOIN aspects a ON a.id = ea.aspect_id"
+        " LEFT JOIN entity_attributes now ON now.id = (SELECT c.id FROM entity_attributes c"
+        " JOIN memories m ON m.id = c.memory_id WHERE c.aspect_id = ea.aspect_id"
+        " AND c.group_key = ea.group_key AND c.claim_key = ea.claim_key"
+        f" AND c.status = 'active' AND {condition} ORDER BY c.id DESC LIMIT 1)"
+        " WHERE ea.status = 'superseded' AND ea.memory_id IN (SELECT value FROM json_each(?))"
+        " ORDER BY ea.id",
+        [*params, json.dumps(list(candidates))],
+    )
+    for memory_id, entity, aspect, value, now_value, now_memory in rows:
+        if now_memory is None:  # withdrawn, or not visible to this scope: say only that
             text = f"{entity} {aspect} {value!r} was replaced by a newer fact"
         else:
-            text = f"{entity} {aspect} is now {now[0]!r} (was {value!r}; memory {now[1]})"
+            text = f"{entity} {aspect} is now {now_value!r} (was {value!r}; memory {now_memory})"
         candidates[memory_id].superseded_by.append(text)
 
 
@@ -336,7 +323,7 @@ def run(
         return Ranked(query, (), graph, freshness)
     missing = [mid for mid in ids if mid not in rows]  # content rows came with the match
     if missing:
-        rows.update(_load(conn, missing))
+        rows.update(_load(conn, missing, _RANK_COLUMNS))
     candidates = {mid: _candidate(rows[mid]) for mid in ids if mid in rows}
     use_vectors = bool(vectors)
     for mid, c in candidates.items():
@@ -380,8 +367,7 @@ def run(
         shaping.apply_importance(ranked, now, cfg)
     shaping.cap_traversal_only(ranked, cfg)
     ranked.sort(key=lambda c: (-c.score, c.id))
-    top = ranked[: cfg.limit]
-    memories = _memories(top)
+    memories = _memories(conn, ranked[: cfg.limit])
     return Ranked(query, memories, graph, freshness)
 
 
@@ -397,15 +383,17 @@ def _in_time(
     return {row[0] for row in rows}
 
 
-def _memories(top: Sequence[Candidate]) -> tuple[RecalledMemory, ...]:
-    from groundwire.memory.store import row_memory
+def _memories(conn: sqlite3.Connection, top: Sequence[Candidate]) -> tuple[RecalledMemory, ...]:
+    from groundwire.memory.store import _COLUMNS, row_memory
 
+    rows = _load(conn, [c.id for c in top], _COLUMNS) if top else {}
     return tuple(
         RecalledMemory(
-            row_memory(c.row), round(c.score, 6), rank, dict(c.channels), dict(c.stages), c.note
+            row_memory(rows[c.id]), round(c.score, 6), rank, dict(c.channels), dict(c.stages),
+            c.note,
         )
         for rank, c in enumerate(top, start=1)
-    )
+    )  # fmt: skip
 
 
 def finish(

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from groundwire.config import MemoryRecallConfig
 
@@ -77,7 +77,7 @@ class Candidate:
 
     id: str
     content: str
-    terms: frozenset[str]
+    term_text: str  # the analyzed content, terms joined by spaces
     type: str
     importance: float
     pinned: bool
@@ -90,7 +90,20 @@ class Candidate:
     entity_mentions: list[int] = field(default_factory=list)  # of its entities (recall: the fewest)
     superseded_by: list[str] = field(default_factory=list)  # currentness notes
     note: str | None = None
-    row: tuple[Any, ...] = ()  # the stored row it was loaded from (becomes its Memory)
+    _term_set: frozenset[str] | None = None
+
+    @property
+    def terms(self) -> frozenset[str]:
+        """The analyzed content's terms (split on first use: most candidates never need it)."""
+        if self._term_set is None:
+            self._term_set = frozenset(self.term_text.split())
+        return self._term_set
+
+    def mentions_any(self, terms: frozenset[str]) -> bool:
+        """Whether the content has one of ``terms`` (without building the term set)."""
+        if self._term_set is not None:
+            return not self._term_set.isdisjoint(terms)
+        return not terms.isdisjoint(self.term_text.split())
 
     def scale(self, stage: str, factor: float) -> None:
         self.score *= factor
@@ -160,10 +173,11 @@ def apply_gravity(
 ) -> None:
     """Halve semantic-path results above the threshold that share no word with the query."""
     for c in candidates:
+        if c.score <= cfg.gravity_threshold:
+            continue
         semantic = c.channels.get("vector", 0.0) > 0 or c.channels.get("graph", 0.0) > 0
         lexical = c.channels.get("content", 0.0) > 0 or c.channels.get("hint", 0.0) > 0
-        overlap = bool(c.terms & query_terms)
-        if semantic and not lexical and not overlap and c.score > cfg.gravity_threshold:
+        if semantic and not lexical and not c.mentions_any(query_terms):
             c.scale("gravity", cfg.gravity_penalty)
 
 
@@ -190,7 +204,7 @@ def apply_resolution(candidates: Sequence[Candidate], cfg: MemoryRecallConfig) -
             continue
         if c.type in ("constraint", "decision"):
             c.scale("resolution", cfg.resolution_boost)
-        elif not c.terms.isdisjoint(MONTH_TERMS) or _ISO_DATE.search(c.content):
+        elif c.mentions_any(MONTH_TERMS) or ("-" in c.content and _ISO_DATE.search(c.content)):
             c.scale("resolution", 1.0 + (cfg.resolution_boost - 1.0) * 0.5)
 
 
