@@ -43,11 +43,16 @@ __all__ = ["Ranked", "RecallCaches", "finish", "record", "run", "with_limit"]
 
 #: What ranking reads of a candidate; the full row is loaded for the returned ones only.
 _RANK_COLUMNS = (
-    "m.id, m.content, m.type, m.importance, m.pinned, m.created_at, m.accessed_at, m.terms"
+    "m.id, m.content, m.type, m.importance, m.pinned, m.created_at, m.accessed_at, m.terms, m.seq"
 )
-#: A candidate row: ``_RANK_COLUMNS`` and (from the content query) its score.
+#: The rest of a returned memory's row (by ``seq``), completing it to ``_COLUMNS``.
+_REST_COLUMNS = (
+    "m.seq, m.tenant, m.agent, m.updated_at, m.access_count, m.deleted, m.sources, m.metadata,"
+    " m.acl, m.content_hash"
+)
+#: A candidate row: ``_RANK_COLUMNS`` and (from the content and hint queries) its score.
 Row = tuple[Any, ...]
-_SCORE = 8
+_SCORE = 9
 
 
 @dataclass(slots=True)
@@ -131,16 +136,17 @@ def _content(
 
 def _hints(
     conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int
-) -> dict[str, float]:
+) -> tuple[dict[str, float], dict[str, Row]]:
+    """The top ``k`` memories by their best hint match, normalized, with their rows."""
     rows = conn.execute(
         "WITH x AS MATERIALIZED (SELECT h.memory_id AS memory_id, -bm25(memory_hints_fts) AS s"
         " FROM memory_hints_fts JOIN memory_hints h ON h.id = memory_hints_fts.rowid"
         " WHERE memory_hints_fts MATCH ?)"
-        " SELECT x.memory_id, MAX(x.s) AS s FROM x JOIN memories m ON m.id = x.memory_id"
+        f" SELECT {_RANK_COLUMNS}, MAX(x.s) AS s FROM x JOIN memories m ON m.id = x.memory_id"
         f" WHERE {where} GROUP BY x.memory_id ORDER BY s DESC, x.memory_id LIMIT ?",
         (_match(terms), *params, k),
     ).fetchall()
-    return _normalized(rows)
+    return _normalized([(r[0], r[_SCORE]) for r in rows]), {r[0]: r for r in rows}
 
 
 def _vectors(
@@ -213,16 +219,22 @@ def _load(conn: sqlite3.Connection, ids: Sequence[str], columns: str) -> dict[st
 
 
 def _candidate(r: Row) -> Candidate:
-    return Candidate(r[0], r[1], r[7], r[2], float(r[3]), bool(r[4]), float(r[5]), float(r[6]))
+    return Candidate(
+        r[0], r[1], r[7], r[2], float(r[3]), bool(r[4]), float(r[5]), float(r[6]), seq=r[8]
+    )
 
 
-def _graph_links(conn: sqlite3.Connection, candidates: dict[str, Candidate]) -> None:
-    """The fewest mentions among each candidate's entities: all the hub stage needs."""
+def _graph_links(
+    conn: sqlite3.Connection, candidates: dict[str, Candidate], threshold: float
+) -> None:
+    """The fewest mentions among each candidate's entities, for those where it is above
+    the hub ``threshold``: all the hub stage needs (the others' rows never leave SQLite)."""
     for memory_id, fewest in conn.execute(
         "SELECT mm.memory_id, MIN(e.mentions) FROM memory_entity_mentions mm"
         " JOIN entities e ON e.id = mm.entity_id"
-        " WHERE mm.memory_id IN (SELECT value FROM json_each(?)) GROUP BY mm.memory_id",
-        (json.dumps(list(candidates)),),
+        " WHERE mm.memory_id IN (SELECT value FROM json_each(?)) GROUP BY mm.memory_id"
+        " HAVING MIN(e.mentions) > ?",
+        (json.dumps(list(candidates)), threshold),
     ):
         candidates[memory_id].entity_mentions.append(int(fewest))
 
@@ -290,7 +302,8 @@ def run(
     where, params = condition + time_sql, [*params, *time_params]
     k = cfg.candidates
     content, rows = _content(conn, terms, where, params, k) if terms else ({}, {})
-    hints = _hints(conn, terms, where, params, k) if terms and cfg.hints else {}
+    hints, hint_rows = _hints(conn, terms, where, params, k) if terms and cfg.hints else ({}, {})
+    rows = {**hint_rows, **rows}
     vectors: dict[str, float] = {}
     if cfg.vectors and store.embedder is not None:
         whole, whole_params = visible_sql(scope, by_scope=True)
@@ -321,7 +334,7 @@ def run(
     ids = sorted(anchored | linked)
     if not ids:
         return Ranked(query, (), graph, freshness)
-    missing = [mid for mid in ids if mid not in rows]  # content rows came with the match
+    missing = [mid for mid in ids if mid not in rows]  # text rows came with the match
     if missing:
         rows.update(_load(conn, missing, _RANK_COLUMNS))
     candidates = {mid: _candidate(rows[mid]) for mid in ids if mid in rows}
@@ -353,8 +366,9 @@ def run(
     if cfg.gravity:
         shaping.apply_gravity(ranked, query_terms, cfg)
     if cfg.hub and cfg.graph:
-        _graph_links(conn, candidates)
-        shaping.apply_hub(ranked, _hub_threshold(store, conn, scope, cfg), cfg)
+        threshold = _hub_threshold(store, conn, scope, cfg)
+        _graph_links(conn, candidates, threshold)
+        shaping.apply_hub(ranked, threshold, cfg)
     if cfg.resolution:
         shaping.apply_resolution(ranked, cfg)
     now = store.now()
@@ -384,16 +398,33 @@ def _in_time(
 
 
 def _memories(conn: sqlite3.Connection, top: Sequence[Candidate]) -> tuple[RecalledMemory, ...]:
-    from groundwire.memory.store import _COLUMNS, row_memory
+    """The returned memories, their rows completed by one statement."""
+    from groundwire.memory.store import row_memory
 
-    rows = _load(conn, [c.id for c in top], _COLUMNS) if top else {}
-    return tuple(
-        RecalledMemory(
-            row_memory(rows[c.id]), round(c.score, 6), rank, dict(c.channels), dict(c.stages),
-            c.note,
+    if not top:
+        return ()
+    rest = {
+        r[0]: r
+        for r in conn.execute(
+            f"SELECT {_REST_COLUMNS} FROM memories m"
+            " WHERE m.seq IN (SELECT value FROM json_each(?))",
+            (json.dumps([c.seq for c in top]),),
         )
-        for rank, c in enumerate(top, start=1)
-    )  # fmt: skip
+    }
+    out = []
+    for rank, c in enumerate(top, start=1):
+        _, tenant, agent, updated, count, deleted, sources, metadata, acl, digest = rest[c.seq]
+        row = (
+            c.id, tenant, agent, c.content, c.type, c.importance, c.created_at, updated,
+            c.accessed_at, count, c.pinned, deleted, sources, metadata, acl, digest,
+        )  # fmt: skip
+        memory = row_memory(row)
+        out.append(
+            RecalledMemory(
+                memory, round(c.score, 6), rank, dict(c.channels), dict(c.stages), c.note
+            )
+        )
+    return tuple(out)
 
 
 def finish(

@@ -90,6 +90,7 @@ class Candidate:
     entity_mentions: list[int] = field(default_factory=list)  # of its entities (recall: the fewest)
     superseded_by: list[str] = field(default_factory=list)  # currentness notes
     note: str | None = None
+    seq: int = 0  # its row's rowid
     _term_set: frozenset[str] | None = None
 
     @property
