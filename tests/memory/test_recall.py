@@ -187,6 +187,8 @@ def test_percentile_is_nearest_rank() -> None:
         ("The team offsite is planned for spring in the mountains this year.", "fact", None),
         ("Never deploy on Fridays.", "constraint", None),  # under 50 characters
         ("Offsite on 2026-03-14.", "fact", None),
+        ("The offsite is booked for 2026-03-14 at the lodge by the lake.", "fact", 1.1),
+        ("The follow-up on the well-known offsite plans is still pending.", "fact", None),
     ],
 )
 def test_resolution_boost(

@@ -126,18 +126,58 @@ def split_facets(query: str) -> list[str]:
     return [part for part in _FACET_SPLIT.split(query) if part.strip()]
 
 
-def _near_any(terms: frozenset[str], kept: Sequence[tuple[frozenset[str], int]], t: float) -> bool:
-    """Whether the Jaccard similarity of ``terms`` and one of ``kept`` (sets with their
-    sizes) reaches ``t``."""
-    size = len(terms)
-    for other, other_size in kept:
-        small, large = (size, other_size) if size <= other_size else (other_size, size)
-        if not large or small < t * large:  # |a & b| / |a | b| <= small / large
-            continue
-        common = len(terms & other)
-        if common >= t * (size + other_size - common):  # |a | b| = |a| + |b| - |a & b|
-            return True
-    return False
+def _near(
+    terms: frozenset[str], size: int, other: frozenset[str], other_size: int, t: float
+) -> bool:
+    """Whether the Jaccard similarity of two term sets (with their sizes) reaches ``t``."""
+    small, large = (size, other_size) if size <= other_size else (other_size, size)
+    if not large or small < t * large:  # |a & b| / |a | b| <= small / large
+        return False
+    common = len(terms & other)
+    return common >= t * (size + other_size - common)  # |a | b| = |a| + |b| - |a & b|
+
+
+class _NearDuplicates:
+    """Kept term sets, and whether a new one is near-identical (Jaccard >= ``t``) to one.
+
+    Prefix filtering (as in set-similarity joins) skips the pairs that cannot reach
+    ``t``: a set of ``n`` terms shares at least ``o = ceil(t * n)`` terms with any set
+    that close to it, so two such sets share one of their first ``n - o + 1`` terms in
+    any fixed order. Only kept sets sharing a prefix term are compared; the answer is
+    the same as comparing every pair.
+    """
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+        self.kept: list[tuple[frozenset[str], int]] = []
+        self.by_term: dict[str, list[int]] = {}
+
+    def _prefix(self, terms: frozenset[str]) -> list[str] | None:
+        """The prefix to index and probe (None: too short to filter, compare every pair)."""
+        overlap = math.ceil(self.t * len(terms) - 1e-9)  # a margin for float rounding
+        return None if overlap <= 0 else sorted(terms)[: len(terms) - overlap + 1]
+
+    def near(self, terms: frozenset[str]) -> bool:
+        size, t = len(terms), self.t
+        prefix = self._prefix(terms)
+        if prefix is None:
+            return any(_near(terms, size, other, n, t) for other, n in self.kept)
+        seen: set[int] = set()
+        for term in prefix:
+            for index in self.by_term.get(term, ()):
+                if index not in seen:
+                    seen.add(index)
+                    other, n = self.kept[index]
+                    if _near(terms, size, other, n, t):
+                        return True
+        return False
+
+    def add(self, terms: frozenset[str]) -> None:
+        prefix = self._prefix(terms)
+        index = len(self.kept)
+        self.kept.append((terms, len(terms)))
+        for term in sorted(terms) if prefix is None else prefix:
+            self.by_term.setdefault(term, []).append(index)
 
 
 def apply_facets(
@@ -152,14 +192,14 @@ def apply_facets(
     """
     window = ranked[: cfg.facet_window]
     covered: set[int] = set()
-    kept: list[tuple[frozenset[str], int]] = []
+    kept = _NearDuplicates(cfg.near_duplicate_jaccard)
     multi = len(facets) >= 2
     for candidate in window:
         factor = 1.0
-        if _near_any(candidate.terms, kept, cfg.near_duplicate_jaccard):
+        if kept.near(candidate.terms):
             factor *= cfg.near_duplicate_penalty
         else:
-            kept.append((candidate.terms, len(candidate.terms)))
+            kept.add(candidate.terms)
         if multi:
             new = {i for i, facet in enumerate(facets) if facet & candidate.terms} - covered
             if new and factor == 1.0:
