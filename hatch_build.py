@@ -1,9 +1,10 @@
 """Hatchling build hook: compile the optional C kernels when a C compiler is available.
 
 ``src/groundwire/index/_kernel.c`` (BM25 queries), ``_dense.c`` (exact dense search),
-``_merge.c`` (the linear passes of index updates) and ``_fusion.c`` (channel fusion)
-become plain shared libraries (no Python headers, so one build serves every Python
-version) that ``groundwire.index._kernel``, ``._dense``, ``._merge`` and ``._fusion`` load
+``_merge.c`` (the linear passes of index updates), ``_fusion.c`` (channel fusion) and
+``_bulk.c`` (the sort-free passes of a bulk build) become plain shared libraries (no
+Python headers, so one build serves every Python version) that
+``groundwire.index._kernel``, ``._dense``, ``._merge``, ``._fusion`` and ``._bulk`` load
 through ctypes. Without them groundwire uses its numpy paths (identical BM25 results and
 fused scores; dense scores equal to float32 rounding).
 
@@ -47,11 +48,14 @@ MERGE_SOURCE = Path("src", "groundwire", "index", "_merge.c")
 MERGE_LIBRARY = LIBRARY.replace("_gwkernel", "_gwmerge")  # NativeLibrary stem in index/_merge.py
 FUSION_SOURCE = Path("src", "groundwire", "index", "_fusion.c")
 FUSION_LIBRARY = LIBRARY.replace("_gwkernel", "_gwfusion")  # NativeLibrary stem in index/_fusion.py
+BULK_SOURCE = Path("src", "groundwire", "index", "_bulk.c")
+BULK_LIBRARY = LIBRARY.replace("_gwkernel", "_gwbulk")  # NativeLibrary stem in index/_bulk.py
 KERNELS = (
     (SOURCE, LIBRARY),
     (DENSE_SOURCE, DENSE_LIBRARY),
     (MERGE_SOURCE, MERGE_LIBRARY),
     (FUSION_SOURCE, FUSION_LIBRARY),
+    (BULK_SOURCE, BULK_LIBRARY),
 )
 FLAGS = ["-std=c99", "-O3", "-fPIC", "-shared", "-Wall"]
 _HINT = " Install a C compiler (or set CC) and reinstall to get it."

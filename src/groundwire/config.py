@@ -299,6 +299,12 @@ PARALLEL_SCORING_POSTINGS: Final = 1_000_000
 #: this share of the documents, then compacts (index/delta.py): an update re-merges the
 #: delta's postings, so past a tenth one pass over every posting costs about as much.
 DELTA_COMPACT_SHARE: Final = 0.1
+#: Working memory a build analyzes entries in (index/bulk.py): 1 GiB leaves most of a
+#: 16-24 GiB machine to the finished index, and batches that large cost no speed.
+BUILD_MEMORY_BUDGET: Final = 1024**3
+#: Analysis working memory per character of text (the batch's joined text, its words as
+#: Python strings, their term ids; measured ~10 on English-like text, with headroom).
+BUILD_BYTES_PER_CHAR: Final = 16
 
 # --- Analysis ----------------------------------------------------------------------------------
 #: Names ``AnalyzerConfig.stopwords`` accepts besides None and a set of words.

@@ -389,3 +389,32 @@ def test_cjk_without_a_space_does_join(analyzer: Analyzer) -> None:
     # the reason the concatenation property needs the separating space
     assert analyzer.tokens("東" + "京") == ["東京"]
     assert analyzer.tokens("東") + analyzer.tokens("京") == ["東", "京"]
+
+
+# -- many texts at once (the bulk build's path) ---------------------------------------------------
+MANY = st.lists(
+    st.text(
+        alphabet=st.one_of(
+            st.sampled_from(list("ab Z-'’_19\n\t.,é\u0301中文ΣɑßİK")), st.characters()
+        ),
+        max_size=30,
+    ),
+    max_size=6,
+)
+
+
+@PROPERTY
+@given(texts=MANY, options=st.sampled_from(["default", "join", "plain"]))
+def test_joined_words_equal_words_text_by_text(texts: list[str], options: str) -> None:
+    config = {
+        "default": AnalyzerConfig(),
+        "join": AnalyzerConfig(join_hyphenated=True, keep_numbers=False),
+        "plain": AnalyzerConfig(strip_possessives=False, fold_diacritics=True),
+    }[options]
+    analyzer = Analyzer(config)
+    buf, ends = analyzer.joined_words(texts)
+    assert len(ends) == len(texts)
+    assert ends[-1:] in ([], [len(buf)])
+    for n, text in enumerate(texts):
+        start = ends[n - 1] if n else 0
+        assert buf[start : ends[n]].decode().split() == analyzer.words(text)

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from groundwire.config import MAX_PHRASE_TOKENS, IndexSettings
+from groundwire.config import BUILD_MEMORY_BUDGET, MAX_PHRASE_TOKENS, IndexSettings
 from groundwire.errors import KnowledgeIndexError
+from groundwire.index import bulk
 from groundwire.index.lexical import LexicalIndex, MaskArray
 from groundwire.index.lexical_builder import LexicalIndexBuilder
 from groundwire.index.parts import Parts
@@ -70,15 +71,26 @@ def build_parts(
     exact_titles: bool = True,
     issues: Sequence[ValidationIssue] = (),
     progress: Progress | None = None,
+    memory_budget: int | None = None,
 ) -> Parts:
-    """Index normalized entries (duplicate ids are a KnowledgeIndexError)."""
+    """Index normalized entries (duplicate ids are a KnowledgeIndexError); analysis works
+    in batches of about ``memory_budget`` bytes (default ``BUILD_MEMORY_BUDGET``)."""
     ordered = tuple(sorted(entries, key=lambda e: e.id))
     positions = {entry.id: n for n, entry in enumerate(ordered)}
     if len(positions) != len(ordered):
         dupes = sorted({a.id for a, b in pairwise(ordered) if a.id == b.id})
         raise KnowledgeIndexError(f"duplicate entry ids {dupes[:5]}; ids must be unique")
     analyzer = Analyzer(settings.analyzer)
-    lexical = _lexical(ordered, settings, analyzer, progress)
+    budget = BUILD_MEMORY_BUDGET if memory_budget is None else memory_budget
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+        raise KnowledgeIndexError(
+            f"memory_budget={memory_budget!r} is invalid: expected a positive number of bytes"
+        )
+    if bulk.available():
+        fields = text_readers(settings)
+        lexical = bulk.bulk_lexical(ordered, settings, analyzer, budget, fields, progress)
+    else:  # the numpy builder: the same arrays, bit for bit
+        lexical = _lexical(ordered, settings, analyzer, progress)
     exact, alias = phrases_of(ordered, analyzer, exact_ids, exact_titles)
     n = len(ordered)
     domains: dict[str, int] = {}

@@ -95,8 +95,12 @@ class KnowledgeBase(Searching):
         exact_titles: bool = True,
         issues: Sequence[ValidationIssue] = (),
         progress: Callable[[int], None] | None = None,
+        memory_budget: int | None = None,
     ) -> None:
-        """Build from normalized entries; prefer the ``from_*`` constructors."""
+        """Build from normalized entries; prefer the ``from_*`` constructors.
+
+        ``memory_budget`` bounds the analysis working memory in bytes (default
+        ``config.BUILD_MEMORY_BUDGET``; see docs/INDEX.md, "Building")."""
         parts = build_parts(
             entries,
             settings,
@@ -104,6 +108,7 @@ class KnowledgeBase(Searching):
             exact_titles=exact_titles,
             issues=issues,
             progress=progress,
+            memory_budget=memory_budget,
         )
         self._install(parts, [entry.id for entry in parts.entries])
 
@@ -160,18 +165,26 @@ class KnowledgeBase(Searching):
         *,
         progress: Callable[[int], None] | None = None,
         exact_titles: bool = False,
+        memory_budget: int | None = None,
     ) -> KnowledgeBase:
         """Index plain documents (``id``, ``title``, ``text``, optional ``metadata``).
 
         ``settings`` default to :func:`~groundwire.config.document_settings`. Document
         titles are not curated names, so they are not exact-phrase keys unless
         ``exact_titles=True`` (boosting them cost nDCG on SciFact and CACM); opaque
-        document ids never are.
+        document ids never are. ``memory_budget``: as for the constructor.
         """
         if settings is None:
             settings = document_settings()
         entries = document_entries(documents)
-        return cls(entries, settings, exact_ids=False, exact_titles=exact_titles, progress=progress)
+        return cls(
+            entries,
+            settings,
+            exact_ids=False,
+            exact_titles=exact_titles,
+            progress=progress,
+            memory_budget=memory_budget,
+        )
 
     def update(
         self,

@@ -34,6 +34,7 @@ _ASCII_WORDS = bytes(
     ord(chr(byte).lower()) if byte < 128 and chr(byte).isalnum() else ord(" ")
     for byte in range(256)
 )
+_DIGIT = re.compile("[0-9]")
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 _POSSESSIVE = re.compile("(?<=[^\\W_])['\u2019]s\\b")
 _HYPHENATED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")
@@ -144,6 +145,44 @@ class Analyzer:
             out = [word for word in out if not word.isdigit()]
         return out
 
+    def joined_words(self, texts: list[str]) -> tuple[bytes, list[int]]:
+        """The words of each text (as :meth:`words`) in UTF-8, each followed by a space,
+        and where each text's words end: ``buf[ends[i-1]:ends[i]].decode().split()`` is
+        ``words(texts[i])``.
+
+        Cheaper than :meth:`words` text by text: consecutive ASCII texts (the common
+        case) are split in one pass, their possessives and hyphenated joins applied to
+        each text first, exactly as :meth:`words` applies them.
+        """
+        config = self.config
+        chunks: list[bytes] = []
+        ends: list[int] = []
+        run: list[str] = []
+        at = 0
+        for text in texts:
+            if text.isascii() and (config.keep_numbers or not _DIGIT.search(text)):
+                text = text.lower()
+                if config.strip_possessives and "'" in text:
+                    text = _POSSESSIVE.sub("", text)
+                if config.join_hyphenated and "-" in text:
+                    # words() appends the joined forms after the text's own words.
+                    joined = (match.replace("-", "") for match in _HYPHENATED.findall(text))
+                    text = " ".join((text, *joined))
+                run.append(text)
+                at += len(text) + 1
+                ends.append(at)
+                continue
+            if run:  # ASCII: translated, every byte but a letter or digit becomes a space
+                chunks.append((" ".join(run) + " ").encode().translate(_ASCII_WORDS))
+                run = []
+            chunk = "".join(word + " " for word in self.words(text)).encode()
+            chunks.append(chunk)
+            at += len(chunk)
+            ends.append(at)
+        if run:
+            chunks.append((" ".join(run) + " ").encode().translate(_ASCII_WORDS))
+        return b"".join(chunks), ends
+
     # -- terms ------------------------------------------------------------------------------
     def tokens(self, text: str) -> list[str]:
         """The search terms of ``text``: normalized, stop words removed, stemmed."""
@@ -178,7 +217,7 @@ class Analyzer:
     @staticmethod
     def _keep_cjk(word: str, stem: str) -> str:
         # Stemmers must not touch CJK bigrams; they are already the unit of meaning.
-        return word if _CJK_CHAR.match(word) else stem
+        return word if not word.isascii() and _CJK_CHAR.match(word) else stem
 
     def _learn(self, words: list[str]) -> None:
         unique = list(dict.fromkeys(words))
