@@ -302,9 +302,9 @@ DELTA_COMPACT_SHARE: Final = 0.1
 #: Working memory a build analyzes entries in (index/bulk.py): 1 GiB leaves most of a
 #: 16-24 GiB machine to the finished index, and batches that large cost no speed.
 BUILD_MEMORY_BUDGET: Final = 1024**3
-#: Analysis working memory per character of text (the batch's joined text, its words as
-#: Python strings, their term ids; measured ~10 on English-like text, with headroom).
-BUILD_BYTES_PER_CHAR: Final = 16
+#: Analysis working memory per character of text (the batch's joined words, their numbers
+#: and term ids, its postings; measured ~8 on the synthetic corpus, with headroom).
+BUILD_BYTES_PER_CHAR: Final = 12
 
 # --- Analysis ----------------------------------------------------------------------------------
 #: Names ``AnalyzerConfig.stopwords`` accepts besides None and a set of words.

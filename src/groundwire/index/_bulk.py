@@ -265,21 +265,34 @@ def bucket_scatter(
     *,
     per_doc: Sequence[I32] | None = None,
     watch: I64 | None = None,
+    docs_out: I32 | None = None,
+    out: Sequence[npt.NDArray[Any] | None] = (),
 ) -> tuple[I64, I32 | None, list[npt.NDArray[Any]], I64]:
     """Stably sort the concatenation of chunks (``keys[c]``, payload columns
     ``payload[p][c]`` of 1- or 4-byte items) by key: ``bounds`` (where each key's
     items start, ``n_keys + 1``), the items' documents when ``per_doc`` gives each chunk's
     items per document (documents numbered on across chunks), the sorted columns, and
-    the sorted places of the ``watch`` items (ascending indexes into the concatenation)."""
+    the sorted places of the ``watch`` items (ascending indexes into the concatenation).
+    ``docs_out`` and ``out`` (per column, None: a new array) receive them in place."""
     n_chunks = len(keys)
     sizes = np.array([k.shape[0] for k in keys], dtype=np.int64)
     total = int(sizes.sum())
     watched = np.ascontiguousarray(watch if watch is not None else np.empty(0), dtype=np.int64)
     bounds = np.empty(n_keys + 1, dtype=np.int64)
-    out = [np.empty(total, dtype=column[0].dtype) for column in payload]
-    widths = np.array([o.itemsize for o in out], dtype=np.int64)
+    given = list(out) + [None] * (len(payload) - len(out))
+    columns = [
+        np.empty(total, dtype=column[0].dtype) if target is None else target
+        for column, target in zip(payload, given, strict=True)
+    ]
+    if any(c.shape[0] != total or not c.flags.c_contiguous for c in columns):
+        raise ValueError("an output column does not fit the items")
+    widths = np.array([c.itemsize for c in columns], dtype=np.int64)
     flat = [chunk for column in payload for chunk in column]
-    docs = np.empty(total, dtype=np.int32) if per_doc is not None else None
+    docs = None
+    if per_doc is not None:
+        docs = np.empty(total, dtype=np.int32) if docs_out is None else docs_out
+        if docs.shape[0] != total or docs.dtype != np.int32 or not docs.flags.c_contiguous:
+            raise ValueError("the documents' output does not fit the items")
     n_docs = np.array([d.shape[0] for d in per_doc] if per_doc else [0], dtype=np.int64)
     bases = np.concatenate(([0], np.cumsum(n_docs)[:-1])).astype(np.int64)
     watch_out = np.empty(watched.shape[0], dtype=np.int64)
@@ -292,9 +305,9 @@ def bucket_scatter(
         _ptr(n_docs),
         _ptr(bases),
         _ptr(docs) if docs is not None else None,
-        len(out),
+        len(columns),
         _pointers(flat),
-        _pointers(out),
+        _pointers(columns),
         _ptr(widths),
         _ptr(bounds),
         watched.shape[0],
@@ -305,4 +318,4 @@ def bucket_scatter(
         raise MemoryError("the bulk-build kernel ran out of memory")
     if status != 0:
         raise ValueError("a sort key is out of range (inconsistent build input)")
-    return bounds, docs, out, watch_out
+    return bounds, docs, columns, watch_out

@@ -133,16 +133,14 @@ def _rows(
     n_p = int(sum(b.firsts.shape[0] for b in batches))
     docs = np.empty(n_s + n_p, dtype=np.int32)
     s_ovf, p_ovf = _overflow(batches, n_text)
-    bounds, s_docs, s_counts, s_watch = _bulk.bucket_scatter(
+    bounds, _, s_counts, s_watch = _bulk.bucket_scatter(
         [b.terms for b in batches],
         n_single,
         [[b.counts[f] for b in batches] for f in range(n_text) if weighted[f]],
         per_doc=[b.per_doc for b in batches],
         watch=s_ovf[0],
+        docs_out=docs[:n_s],
     )
-    assert s_docs is not None
-    docs[:n_s] = s_docs
-    del s_docs
     counts = iter(s_counts)
     frequencies = []
     for f in range(n_text):
@@ -225,12 +223,10 @@ def _pair_rows(
     order = np.argsort(watch, kind="stable")
     watched, watched_tf = watch[order], overflow[2][order]
     # Pass 2, stably by first term: (first, second, document) order.
-    by_first, _, (sorted_docs, counts, seconds), placed = _bulk.bucket_scatter(
-        [firsts], n_single, [[docs], [counts], [seconds]], watch=watched
+    by_first, _, (_, counts, seconds), placed = _bulk.bucket_scatter(
+        [firsts], n_single, [[docs], [counts], [seconds]], watch=watched, out=[out_docs]
     )
     del docs, firsts
-    out_docs[:] = sorted_docs
-    del sorted_docs
     n_p = int(seconds.shape[0])
     new_row = np.ones(n_p, dtype=bool)
     new_row[1:] = seconds[1:] != seconds[:-1]
