@@ -305,6 +305,9 @@ BUILD_MEMORY_BUDGET: Final = 1024**3
 #: Analysis working memory per character of text (the batch's joined words, their numbers
 #: and term ids, its postings; measured ~8 on the synthetic corpus, with headroom).
 BUILD_BYTES_PER_CHAR: Final = 12
+#: Most entries in one build batch: progress is reported per batch, and a batch's fixed
+#: cost (a few arrays the size of the vocabulary) stays negligible at this size.
+BUILD_BATCH_ENTRIES: Final = 65_536
 
 # --- Analysis ----------------------------------------------------------------------------------
 #: Names ``AnalyzerConfig.stopwords`` accepts besides None and a set of words.

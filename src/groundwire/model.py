@@ -250,8 +250,12 @@ class KnowledgeEntry:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        lists: tuple[object, ...] = (self.integrations, self.aliases, self.keywords, self.related)
-        if any(isinstance(value, list) for value in lists):  # usually built from tuples
+        if (  # usually built from tuples (one test per field: a build makes millions)
+            isinstance(self.integrations, list)
+            or isinstance(self.aliases, list)
+            or isinstance(self.keywords, list)
+            or isinstance(self.related, list)
+        ):
             for name in ("integrations", "aliases", "keywords", "related"):
                 object.__setattr__(self, name, _tuple(getattr(self, name)))
 

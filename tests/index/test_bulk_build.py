@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundwire import Document, IndexSettings, KnowledgeBase
+from groundwire import Document, IndexSettings, KnowledgeBase, KnowledgeEntry
 from groundwire.config import AnalyzerConfig, document_settings
 from groundwire.errors import KnowledgeIndexError
 from groundwire.index import _bulk, bulk
@@ -114,3 +114,42 @@ def test_inconsistent_kernel_input_is_refused() -> None:
         )
     with pytest.raises(ValueError, match="inconsistent"):
         _bulk.bucket_scatter([np.array([4], np.int32)], 2, [])
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    texts=st.lists(st.tuples(text, text, text, text), min_size=1, max_size=8),
+    budget=st.integers(1, 2000),
+)
+def test_curated_entries_build_the_same_with_every_field(
+    texts: list[tuple[str, str, str, str]], budget: int
+) -> None:
+    entries = [
+        KnowledgeEntry(
+            id=f"e{n}",
+            title=title,
+            summary=summary,
+            domain="d",
+            integrations=(),
+            body=body,
+            aliases=(alias, title),
+            keywords=(summary,),
+        )
+        for n, (title, summary, body, alias) in enumerate(texts)
+    ]
+    chosen = IndexSettings()
+    batched = arrays(build_parts(entries, chosen, memory_budget=budget).lexical)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(bulk, "available", lambda: False)
+        reference = arrays(build_parts(entries, chosen).lexical)
+    equal(batched, reference)
+
+
+def test_progress_counts_every_entry_batch_by_batch() -> None:
+    docs = [Document(f"d{n:03d}", "title", f"body {n}") for n in range(50)]
+    seen: list[int] = []
+    KnowledgeBase(
+        document_entries(docs), document_settings(), progress=seen.append, memory_budget=100
+    )
+    assert sum(seen) == 50
+    assert len(seen) > 1

@@ -229,7 +229,7 @@ def document_entries(documents: Iterable[Document | Mapping[str, Any]]) -> list[
 
 
 def _document_entry(doc: Document | Mapping[str, Any], n: int) -> KnowledgeEntry:
-    if isinstance(doc, Mapping):
+    if type(doc) is dict or isinstance(doc, Mapping):  # a plain dict skips the ABC check
         doc_id, title, text = doc.get("id", doc.get("_id")), doc.get("title", ""), doc.get("text")
         metadata = doc.get("metadata") or {}
     elif isinstance(doc, Document):
@@ -247,8 +247,7 @@ def _document_entry(doc: Document | Mapping[str, Any], n: int) -> KnowledgeEntry
         raise KnowledgeIndexError(f"document {doc_id!r}: 'title' and 'text' must be strings")
     # A chunk's source version (chunks_to_documents), so it is cited as [KB:<id>@<version>].
     version = metadata.get("version", "") if isinstance(metadata, Mapping) else ""
-    code = isinstance(metadata, Mapping) and metadata.get("kind") == "code"
-    symbols = metadata.get("symbols", ()) if code else ()
+    code = bool(metadata) and isinstance(metadata, Mapping) and metadata.get("kind") == "code"
     return KnowledgeEntry(
         id=doc_id,
         title=title,
@@ -258,7 +257,7 @@ def _document_entry(doc: Document | Mapping[str, Any], n: int) -> KnowledgeEntry
         body=text,
         # Names a code chunk defines, written the way code writes them (snake_case,
         # camelCase, digits), are phrase keys: a query naming one finds its definition.
-        aliases=tuple(_CODE_NAME.findall(_symbols(symbols))),
+        aliases=tuple(_CODE_NAME.findall(_symbols(metadata.get("symbols")))) if code else (),
         version=version if isinstance(version, str) else "",
         metadata=dict(metadata),
     )

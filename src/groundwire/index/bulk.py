@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from groundwire.config import BUILD_BYTES_PER_CHAR, IndexSettings
+from groundwire.config import BUILD_BATCH_ENTRIES, BUILD_BYTES_PER_CHAR, IndexSettings
 from groundwire.index import _bulk, merge
 from groundwire.index.lexical import FieldFrequencies, FieldStats, LexicalIndex
 from groundwire.index.lexical_builder import assembled
@@ -83,18 +83,20 @@ def _batches(
     entries: Sequence[KnowledgeEntry], readers: Sequence[Reader], memory_budget: int
 ) -> Iterator[list[str]]:
     """Consecutive entries' texts (entry by entry, fields in order), about
-    ``memory_budget`` bytes of analysis at a time (at least one entry per batch)."""
+    ``memory_budget`` bytes of analysis at a time (at least one entry, at most
+    ``BUILD_BATCH_ENTRIES``, per batch)."""
     limit = max(memory_budget // BUILD_BYTES_PER_CHAR, 1)
     texts: list[str] = []
-    chars = 0
+    chars = count = 0
     for entry in entries:
         for read in readers:
             text = read(entry)
             texts.append(text)
             chars += len(text)
-        if chars >= limit:
+        count += 1
+        if chars >= limit or count == BUILD_BATCH_ENTRIES:
             yield texts
-            texts, chars = [], 0
+            texts, chars, count = [], 0, 0
     if texts or not entries:
         yield texts
 
