@@ -9,8 +9,8 @@ has a title of 3-10 words and a body of 20-80 words (about 56 words per document
 Measures, in one process:
 
 * groundwire ``KnowledgeBase.from_documents`` build seconds; then a second, instrumented
-  build split into analysis (time inside ``Analyzer.tokens``), postings collection
-  (``LexicalIndexBuilder.add``) and index finalization (``LexicalIndexBuilder.build``),
+  build split into the bulk build's stages (docs/INDEX.md, "Building"): splitting texts
+  into words, numbering words, stemming new words, postings per document, rows and scores,
   the rest of ``from_documents`` (entries, id sort, phrase maps, masks) as remainder;
 * memory: peak RSS during each build above the RSS before it (``getrusage`` ru_maxrss,
   with the kernel's peak mark reset through ``/proc/self/clear_refs`` before each build),
@@ -199,22 +199,23 @@ def dict_mib(mapping: dict[str, Any]) -> float:
 def groundwire_split(docs: list[dict[str, str]]) -> tuple[float, list[tuple[str, float]]]:
     """Rebuild with timers around groundwire's build stages; (total seconds, stages).
 
-    Wraps ``Analyzer.tokens`` (all analysis, title phrases included),
-    ``LexicalIndexBuilder.add`` (postings collection) and ``LexicalIndexBuilder.build``
-    (index finalization) for the duration of one ``from_documents``; the wrappers add a
-    few hundred nanoseconds per call. Internal names: skipped if they change.
+    Wraps the bulk build's stages (``index/bulk.py``) for the duration of one
+    ``from_documents``; the wrappers add well under a microsecond per call (a few calls
+    per batch). Internal names: skipped if they change.
     """
-    from groundwire.index.lexical_builder import LexicalIndexBuilder
+    from groundwire.index import _bulk, bulk
     from groundwire.text.analyzer import Analyzer
 
     spent: dict[str, float] = {}
     clock = time.perf_counter
     targets = [
-        (Analyzer, "tokens", "analysis (Analyzer.tokens, incl. title phrases)"),
-        (LexicalIndexBuilder, "add", "postings collection (LexicalIndexBuilder.add)"),
-        (LexicalIndexBuilder, "build", "finalization (LexicalIndexBuilder.build)"),
+        (Analyzer, "joined_words", "texts → words (Analyzer.joined_words)"),
+        (_bulk.WordTable, "numbers", "words → numbers (C hash table)"),
+        (Analyzer, "analyze_words", "stemming new words (Analyzer.analyze_words)"),
+        (_bulk, "doc_postings", "postings per document (_bulk.doc_postings)"),
+        (bulk, "_rows", "rows: counting sorts + scoring (bulk._rows)"),
     ]
-    originals = [(owner, name, owner.__dict__[name]) for owner, name, _ in targets]
+    originals = [(owner, name, vars(owner)[name]) for owner, name, _ in targets]
 
     def timing(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
         spent[label] = 0.0
@@ -230,7 +231,7 @@ def groundwire_split(docs: list[dict[str, str]]) -> tuple[float, list[tuple[str,
 
     try:
         for owner, name, label in targets:
-            setattr(owner, name, timing(owner.__dict__[name], label))
+            setattr(owner, name, timing(vars(owner)[name], label))
         gc.collect()
         start = clock()
         groundwire.KnowledgeBase.from_documents(docs)
@@ -484,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"  {name:<52} {secs:7.1f} s  ({100 * secs / total:4.1f}%)")
         rest = total - sum(secs for _, secs in split)
         print(
-            f"  {'remainder (entries, sort, phrase maps, masks)':<52} {rest:7.1f} s  "
+            f"  {'remainder (entries, batches, sort, phrase maps, masks)':<52} {rest:7.1f} s  "
             f"({100 * rest / total:4.1f}%)"
         )
 
