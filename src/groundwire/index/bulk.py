@@ -152,12 +152,13 @@ def _rows(
     del s_counts, counts
     for b in batches:  # the single postings are in the rows now
         b.terms, b.counts = _NO_IDS, []
-    pair_keys, pair_starts = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    pair_starts = np.empty(0, dtype=np.int64)
+    tables = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32))
     if has_pairs:
-        pair_keys, pair_starts, pair_freq = _pair_rows(batches, n_single, docs[n_s:], p_ovf, n_s)
+        tables, pair_starts, pair_freq = _pair_rows(batches, n_single, docs[n_s:], p_ovf, n_s)
         frequencies.append(pair_freq)
     batches.clear()
-    n_pairs = int(pair_keys.shape[0])
+    n_pairs = int(pair_starts.shape[0])
     indptr = np.empty(n_single + n_pairs + 1, dtype=np.int64)
     indptr[: n_single + 1] = bounds
     indptr[n_single : n_single + n_pairs] = pair_starts + n_s
@@ -167,7 +168,17 @@ def _rows(
     stats = FieldStats.of(lengths)
     scores = merge.scores_of(settings, weights, indptr, docs, frequencies, lengths, stats)
     return assembled(
-        fields, settings, vocabulary, pair_keys, indptr, docs, scores, frequencies, lengths, stats
+        fields,
+        settings,
+        vocabulary,
+        np.empty(0, dtype=np.int64),  # not needed with the tables
+        indptr,
+        docs,
+        scores,
+        frequencies,
+        lengths,
+        stats,
+        pairs=tables,
     )
 
 
@@ -206,10 +217,11 @@ def _pair_rows(
     out_docs: I32,
     overflow: tuple[I64, I32, I64],
     start: int,
-) -> tuple[I64, I64, FieldFrequencies]:
+) -> tuple[tuple[I64, I32], I64, FieldFrequencies]:
     """The pair postings sorted by (first, second, document) into ``out_docs``: the
-    distinct pair keys (``first * V + second``), where each pair's row starts (among the
-    pair postings) and the pair field's frequencies (postings from ``start``)."""
+    ``pair_tables`` of the distinct pairs (``pair_starts``, ``pair_seconds``), where each
+    pair's row starts (among the pair postings) and the pair field's frequencies
+    (postings from ``start``)."""
     # Pass 1, by second term: the documents come out explicit.
     by_second, docs, (firsts, counts), watch = _bulk.bucket_scatter(
         [b.seconds for b in batches],
@@ -235,7 +247,11 @@ def _pair_rows(
     new_row[by_first[:-1][by_first[:-1] < n_p]] = True  # each first term's postings start a row
     starts = np.flatnonzero(new_row).astype(np.int64)
     del new_row
-    first_of_row = np.searchsorted(by_first, starts, side="right") - 1
-    keys = first_of_row.astype(np.int64) * max(n_single, 1) + seconds[starts]
+    # pair_tables: each first term's pairs start where its postings' rows start.
+    if starts.shape[0]:
+        first_rows = np.searchsorted(starts, by_first).astype(np.int64)
+        tables = (first_rows, seconds[starts])
+    else:
+        tables = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32))
     at, tf = _sorted(placed + start, watched_tf)
-    return keys, starts, FieldFrequencies(start, counts, at, tf)
+    return tables, starts, FieldFrequencies(start, counts, at, tf)

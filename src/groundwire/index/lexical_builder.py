@@ -296,10 +296,12 @@ def assembled(
     frequencies: Sequence[FieldFrequencies],
     lengths: IntArray,
     stats: FieldStats | None = None,
+    pairs: tuple[I64, npt.NDArray[np.int32]] | None = None,
 ) -> LexicalIndex:
-    """The LexicalIndex of finished rows (``indptr`` made read-only: see LexicalIndex)."""
+    """The LexicalIndex of finished rows (``indptr`` made read-only: see LexicalIndex);
+    ``pairs``: the ``pair_tables`` of ``pair_keys`` when the caller has them already."""
     indptr.flags.writeable = False  # rows read through a memoryview, not a list
-    starts, seconds = pair_tables(pair_keys, len(vocabulary))
+    starts, seconds = pair_tables(pair_keys, len(vocabulary)) if pairs is None else pairs
     return LexicalIndex(
         fields=tuple(fields),
         weights=LexicalIndex.weights_of(settings, fields),
