@@ -130,6 +130,9 @@ def test_kernel_is_built_when_required() -> None:
     from groundwire.index import _fusion
 
     assert _fusion.available(), "the fusion kernel (_gwfusion) was not built"
+    from groundwire.index import _bulk
+
+    assert _bulk.available(), "the bulk-build kernel (_gwbulk) was not built"
 
 
 @pytest.mark.integration
