@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -21,8 +22,9 @@ class _ById(Mapping[str, int]):
 
     __slots__ = ()
 
+    @abstractmethod
     def get(self, key: str, default: Any = None) -> Any:
-        raise NotImplementedError
+        """The position of ``key``, or ``default`` when it is not there."""
 
     def __getitem__(self, key: str) -> int:
         found: int | None = self.get(key)
