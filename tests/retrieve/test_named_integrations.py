@@ -5,13 +5,12 @@ fixed count (``gate="off"``) keeps the scope as given."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.retrieve.named import Build, Entry, ids, select
 
 import groundwire as gw
 from groundwire.retrieve.mentions import named_integrations
@@ -20,29 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EVAL = ROOT / "examples" / "handbook-eval"
 ACME = gw.Principal("acme", "alice", ["eng"])
 BETA = gw.Principal("beta", "bob", ["eng"])
-
-
-Entry = Callable[..., dict[str, Any]]
-Build = Callable[..., gw.KnowledgeBase]
-
-
-def select(
-    kb: gw.KnowledgeBase,
-    query: str,
-    scope: gw.Scope | None = None,
-    principal: gw.Principal | None = None,
-    blocked: tuple[str, ...] = (),
-    allow: Any = None,
-    **config: Any,
-) -> gw.Selection:
-    request = gw.RetrievalRequest(
-        query, scope=gw.Scope() if scope is None else scope, principal=principal
-    )
-    return gw.retrieve(kb, request, gw.RetrievalConfig(**config), blocked, allow)
-
-
-def ids(selection: gw.Selection) -> set[str]:
-    return {item.entry.id for item in selection.primary} | {e.id for e in selection.expanded}
 
 
 @pytest.fixture

@@ -4,11 +4,9 @@ an entry that ignores the named subject passes only on full coverage."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 import pytest
+from tests.retrieve.named import Build, Entry, ids, select
 
 import groundwire as gw
 from groundwire.config import RelevanceGate
@@ -16,25 +14,6 @@ from groundwire.retrieve.gate import query_evidence
 from groundwire.retrieve.mentions import mentions, named_scope
 
 ACME = gw.Principal("acme", "alice", ["eng"])
-Entry = Callable[..., dict[str, Any]]
-Build = Callable[..., gw.KnowledgeBase]
-
-
-def select(
-    kb: gw.KnowledgeBase,
-    query: str,
-    scope: gw.Scope | None = None,
-    principal: gw.Principal | None = None,
-    **config: Any,
-) -> gw.Selection:
-    request = gw.RetrievalRequest(
-        query, scope=gw.Scope() if scope is None else scope, principal=principal
-    )
-    return gw.retrieve(kb, request, gw.RetrievalConfig(**config))
-
-
-def ids(selection: gw.Selection) -> set[str]:
-    return {item.entry.id for item in selection.primary} | {e.id for e in selection.expanded}
 
 
 @pytest.fixture
