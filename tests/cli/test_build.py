@@ -39,7 +39,7 @@ def handbook_snapshot(tmp_path_factory: pytest.TempPathFactory) -> str:
     summary = run_json("index", HANDBOOK, "--out", str(out))
     assert set(summary) == INDEX_KEYS
     assert summary["entries"] == 80
-    assert summary["format_version"] == 2
+    assert summary["format_version"] == 3
     assert summary["path"] == str(out)
     return str(out)
 
@@ -152,7 +152,7 @@ def test_a_damaged_snapshot_is_one_error_line(handbook_snapshot: str, tmp_path: 
     for args in (("search", "api key"), ("ground", "api key"), ("validate",)):
         result = run(args[0], str(damaged), *args[1:])
         assert result.exit_code == 1, args
-        assert "does not match its SHA-256" in one_error_line(result)
+        assert "does not match its BLAKE3 digest" in one_error_line(result)
     state = run_json("status", str(damaged), code=1)
     assert state["ready"] is False
     assert "IndexFormatError" in state["last_error"]

@@ -26,6 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from groundwire import KnowledgeBase, KnowledgeIndexError, Scope, normalize_and_validate
+from groundwire.index.store import digests
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -128,12 +129,12 @@ def test_consistent_tampering_of_arrays_and_entries(base: Path, data: st.DataObj
             new = bytes(edited)
         else:
             new = data.draw(mutated(raw))
-        digest = hashlib.sha256(new).hexdigest()
-        key = "digest" if "digest" in record else "sha256"  # format 2 names it "digest"
-        name = record["file"].replace(record[key][:12], digest[:12])
+        algorithm, old_hex = digests.split(record["digest"])  # format 3: "<algorithm>:<hex>"
+        digest, _ = digests.of_chunks([new], algorithm)
+        name = record["file"].replace(old_hex[:12], digests.split(digest)[1][:12])
         old.unlink()
         (snap / name).write_bytes(new)
-        record.update({"file": name, key: digest, "bytes": len(new)})
+        record.update({"file": name, "digest": digest, "bytes": len(new)})
         (snap / "manifest.json").write_bytes(_sign(manifest))
         _check(snap, data.draw(st.sampled_from(["full", "manifest"])))
 

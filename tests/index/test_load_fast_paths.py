@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import groundwire as gw
 from groundwire.errors import IndexFormatError
-from groundwire.index.store import checksums, layout, storage
+from groundwire.index.store import checksums, digests, layout, storage
 
 DTYPES = ["<i8", "<i4", "|u1", "|b1", "<f8", "<u8"]
 
@@ -74,7 +74,7 @@ def test_a_reload_of_a_proven_snapshot_still_refuses_a_changed_file(
         assert args[-1] is False, "a proven snapshot was bounds-checked again"
 
     with monkeypatch.context() as patch:
-        patch.setattr(storage, "sha256_fd", no_hash)
+        patch.setattr(digests, "of_file", no_hash)
         patch.setattr(layout, "check_ascending_rows", no_full_check)
         assert len(gw.KnowledgeBase.load(path)) == 40  # only stat-ed
     scores = next(path.glob("lexical.scores.*.npy"))
@@ -84,7 +84,7 @@ def test_a_reload_of_a_proven_snapshot_still_refuses_a_changed_file(
     with scores.open("r+b") as handle:
         handle.write(data)
     os.utime(scores, ns=(before.st_atime_ns, before.st_mtime_ns))  # ctime still moves
-    with pytest.raises(IndexFormatError, match="SHA-256"):
+    with pytest.raises(IndexFormatError, match="BLAKE3"):
         gw.KnowledgeBase.load(path)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from blake3 import blake3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,8 +33,8 @@ from groundwire import (
     Scope,
     load_sources,
 )
+from groundwire.index.store import digests, storage
 from groundwire.index.store import layout as manifest_module
-from groundwire.index.store import storage
 from groundwire.index.store.codecs import (
     HashedStrings,
     StringTable,
@@ -125,9 +126,10 @@ def replace_file(path: Path, logical: str, data: bytes) -> None:
     manifest = manifest_of(path)
     entry = records(manifest)[logical]
     old = path / entry["file"]
-    digest = hashlib.sha256(data).hexdigest()
+    digest, _ = digests.of_chunks([data], digests.split(entry["digest"])[0])
     name = entry["file"].rsplit(".", 2)
-    entry.update(file=f"{name[0]}.{digest[:12]}.{name[2]}", digest=digest, bytes=len(data))
+    short = digests.split(digest)[1][:12]
+    entry.update(file=f"{name[0]}.{short}.{name[2]}", digest=digest, bytes=len(data))
     old.unlink()
     (path / entry["file"]).write_bytes(data)
     write_manifest(path, manifest)
@@ -245,9 +247,9 @@ def test_saving_is_deterministic_and_a_loaded_snapshot_saves_the_same_bytes(
 def test_files_are_plain_npy_json_and_private(handbook_snapshot: Path) -> None:
     manifest = manifest_of(handbook_snapshot)
     assert manifest["magic"] == "groundwire-snapshot"
-    assert manifest["format_version"] == 2
+    assert manifest["format_version"] == 3
     assert manifest["features"] == []
-    assert manifest["digest"] == "sha256"
+    assert "digest" not in manifest  # version 3: each file record names its algorithm
     assert len(manifest["segments"]) == manifest["counts"]["segments"] == 1
     assert manifest["source_manifest_hash"] == content_hash(
         KnowledgeBase.load(handbook_snapshot).entries
@@ -257,7 +259,8 @@ def test_files_are_plain_npy_json_and_private(handbook_snapshot: Path) -> None:
     for logical, item in records(manifest).items():
         path = handbook_snapshot / item["file"]
         assert path.stat().st_size == item["bytes"]
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == item["digest"]
+        assert item["digest"] == "blake3:" + blake3(path.read_bytes()).hexdigest()
+        assert item["file"].split(".")[-2] == item["digest"][7:19]
         assert path.stat().st_mode & 0o777 == 0o600
         if item["file"].endswith(".npy"):  # numpy opens them without pickle
             array = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -373,7 +376,7 @@ def test_a_flipped_byte_is_rejected(small_snapshot: Path, logical: str) -> None:
         return
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
-    with pytest.raises(IndexFormatError, match="does not match its SHA-256"):
+    with pytest.raises(IndexFormatError, match="does not match its BLAKE3 digest"):
         KnowledgeBase.load(small_snapshot)
 
 
@@ -415,7 +418,7 @@ def test_swapped_files_of_equal_size_are_caught_by_the_checksum(small_snapshot: 
     a = small_snapshot / files["active"]["file"]
     b = small_snapshot / files["universal"]["file"]
     a.write_bytes(b"\x93NUMPY" + a.read_bytes()[6:-1] + b"\x00")  # same size, other content
-    with pytest.raises(IndexFormatError, match="SHA-256"):
+    with pytest.raises(IndexFormatError, match="BLAKE3"):
         KnowledgeBase.load(small_snapshot)
     assert b.exists()
 
@@ -423,9 +426,8 @@ def test_swapped_files_of_equal_size_are_caught_by_the_checksum(small_snapshot: 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"format_version": 3}, "format version 3 is newer"),
+        ({"format_version": 4}, "format version 4 is newer"),
         ({"features": ["segments"]}, "needs features this groundwire does not read"),
-        ({"digest": "md5"}, "unknown checksum"),
         ({"format_version": 0}, "invalid format_version"),
         ({"format_version": "1"}, "invalid format_version"),
         ({"magic": "other-snapshot"}, "not a groundwire snapshot"),
@@ -612,7 +614,7 @@ def test_manifest_mode_checks_structure_but_not_content(small_snapshot: Path) ->
     data[-1] ^= 0x01
     path.write_bytes(bytes(data))
     KnowledgeBase.load(small_snapshot, verify="manifest")
-    with pytest.raises(IndexFormatError, match="SHA-256"):
+    with pytest.raises(IndexFormatError, match="BLAKE3"):
         KnowledgeBase.load(small_snapshot, verify="full")
 
 
@@ -722,7 +724,7 @@ def test_a_write_that_fails_validation_is_not_installed(
         return table
 
     monkeypatch.setattr(storage, "write_files", corrupting)
-    with pytest.raises(IndexFormatError, match="SHA-256"):
+    with pytest.raises(IndexFormatError, match="BLAKE3"):
         KnowledgeBase.from_documents(documents()).save(path)
     assert len(KnowledgeBase.load(path)) == 2
     assert not [n for n in names(path) if n.startswith(".tmp-")]

@@ -1,13 +1,15 @@
-"""The committed format-version-1 snapshot still opens and answers exactly as when written.
+"""The committed snapshots of format versions 1, 2 and 3 still open and answer exactly as
+when written.
 
-``tests/fixtures/snapshot-v1/`` was made by ``tests/fixtures/make_snapshot_v1.py``. If
-this test fails, current code broke compatibility with snapshots already deployed:
-fix the reader, or bump the format version and keep reading version 1.
+``tests/fixtures/snapshot-v<N>/`` was made by ``tests/fixtures/make_snapshot_v<N>.py``.
+If this test fails, current code broke compatibility with snapshots already deployed:
+fix the reader, or bump the format version and keep reading the older versions.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 from pathlib import Path
 
@@ -24,6 +26,8 @@ from groundwire import (
 )
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "snapshot-v1"
+FIXTURE_V2 = FIXTURE.with_name("snapshot-v2")
+FIXTURE_V3 = FIXTURE.with_name("snapshot-v3")
 QUERY = "how do I water drip lines in the morning"
 #: Printed by make_snapshot_v1.py when the fixture was written.
 EXPECTED = [
@@ -88,19 +92,7 @@ def test_the_v1_fixture_grounds_through_the_engine() -> None:
     assert outcome.metadata.expanded_ids == ("soil.mulch", "pests.ladybirds")
 
 
-def test_a_copy_with_one_changed_byte_is_refused(tmp_path: Path) -> None:
-    copy = tmp_path / "copy"
-    shutil.copytree(FIXTURE, copy)
-    scores = next(copy.glob("lexical.scores.*.npy"))
-    data = bytearray(scores.read_bytes())
-    data[-3] ^= 0x10
-    scores.write_bytes(bytes(data))
-    with pytest.raises(IndexFormatError, match="SHA-256"):
-        KnowledgeBase.load(copy)
-
-
 # -- format version 2 ---------------------------------------------------------------------------
-FIXTURE_V2 = Path(__file__).resolve().parents[1] / "fixtures" / "snapshot-v2"
 #: Printed by make_snapshot_v2.py when the fixture was written.
 SOURCE_HASH_V2 = "ea3a638712d39384281ba3ef46760db7477825b9c5060d2bbc935c5d51787133"
 
@@ -147,24 +139,78 @@ def test_the_v2_fixture_grounds_through_the_engine() -> None:
     assert outcome.metadata.expanded_ids == ("soil.mulch", "pests.ladybirds")
 
 
-def test_a_v1_snapshot_saves_as_v2_with_the_same_answers(
+def test_a_v1_snapshot_saves_as_v3_with_the_same_answers(
     fixture: KnowledgeBase, tmp_path: Path
 ) -> None:
     fixture.save(tmp_path / "upgraded")
     upgraded = KnowledgeBase.load(tmp_path / "upgraded")
-    assert KnowledgeBase.describe_snapshot(tmp_path / "upgraded")["format_version"] == 2
+    assert KnowledgeBase.describe_snapshot(tmp_path / "upgraded")["format_version"] == 3
     for query in (QUERY, "greenfly", "frost bot"):
         for a, b in zip(fixture.search(query, 10), upgraded.search(query, 10), strict=True):
             assert (a.id, a.score) == (b.id, b.score)
     assert upgraded.relation_index == fixture.relation_index
 
 
-def test_a_v2_copy_with_one_changed_byte_is_refused(tmp_path: Path) -> None:
+# -- format version 3 ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fixture_v3() -> KnowledgeBase:
+    return KnowledgeBase.load(FIXTURE_V3, SOURCE_HASH_V2, verify="full")  # same content
+
+
+def test_the_v3_fixture_names_blake3_per_file() -> None:
+    manifest = json.loads((FIXTURE_V3 / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["format_version"] == 3
+    assert "digest" not in manifest
+    records = [*manifest["files"].values(), *manifest["segments"][0]["files"].values()]
+    records += manifest["segments"][0]["sections"]["probe"]["files"].values()
+    assert len(records) == len(list(FIXTURE_V3.glob("*.*.*"))) == 51
+    assert {record["digest"].partition(":")[0] for record in records} == {"blake3"}
+
+
+def test_the_v3_fixture_answers_exactly_as_the_v2_fixture(
+    fixture_v2: KnowledgeBase, fixture_v3: KnowledgeBase
+) -> None:
+    for query in (QUERY, "greenfly", "frost bot", "make compost", "soil ph lime"):
+        for a, b in zip(fixture_v2.search(query, 10), fixture_v3.search(query, 10), strict=True):
+            assert (a.id, a.score) == (b.id, b.score)
+            assert dict(a.breakdown) == dict(b.breakdown)
+    assert fixture_v3.relation_index == fixture_v2.relation_index
+    assert fixture_v3.entries == fixture_v2.entries
+    assert fixture_v3.sections["probe"].meta == fixture_v2.sections["probe"].meta
+    assert np.array_equal(
+        fixture_v3.sections["probe"].arrays["matrix"], fixture_v2.sections["probe"].arrays["matrix"]
+    )
+
+
+def test_a_v2_snapshot_saves_as_v3_byte_for_byte_but_blake3_named(
+    fixture_v2: KnowledgeBase, tmp_path: Path
+) -> None:
+    fixture_v2.save(tmp_path / "upgraded")
+    names = sorted(p.name for p in (tmp_path / "upgraded").glob("*.*.*"))
+    assert names == sorted(p.name for p in FIXTURE_V3.glob("*.*.*"))
+    for name in names:
+        assert (tmp_path / "upgraded" / name).read_bytes() == (FIXTURE_V3 / name).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("folder", "pattern", "digest"),
+    [
+        (FIXTURE, "lexical.scores.*.npy", "SHA-256"),
+        (FIXTURE_V2, "section.probe.matrix.*.npy", "SHA-256"),
+        (FIXTURE_V3, "lexical.scores.*.npy", "BLAKE3"),
+    ],
+    ids=["v1", "v2", "v3"],
+)
+def test_a_copy_with_one_changed_byte_is_refused(
+    tmp_path: Path, folder: Path, pattern: str, digest: str
+) -> None:
     copy = tmp_path / "copy"
-    shutil.copytree(FIXTURE_V2, copy)
-    matrix = next(copy.glob("section.probe.matrix.*.npy"))
-    data = bytearray(matrix.read_bytes())
+    shutil.copytree(folder, copy)
+    victim = next(copy.glob(pattern))
+    data = bytearray(victim.read_bytes())
     data[-3] ^= 0x10
-    matrix.write_bytes(bytes(data))
-    with pytest.raises(IndexFormatError, match="SHA-256"):
+    victim.write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match=f"does not match its {digest} digest"):
         KnowledgeBase.load(copy)

@@ -1,15 +1,16 @@
 """File checksums for loads: hashed on background threads, verdicts remembered per process.
 
-hashlib releases the GIL, so files are hashed on a small shared pool while the loader
-maps them and checks their bounds. A file's verdict is remembered per process by its
-identity (device, inode, size, mtime and ctime in ns) and its digest: snapshot files
-are content-addressed and never rewritten, and any write through the file system changes
-the mtime and the ctime (which no user call can set back), so a file with the same
-identity holds the bytes that were hashed. Reloading a snapshot (an engine's reload, a
-forked worker, a second process's load is *not* covered: the cache is in memory)
-therefore hashes only files it has not verified. What this cannot see is damage below
-the file system (a failing disk) after the first verification, which a mapped file being
-served would not notice either.
+Each file is hashed with the algorithm its record names (``digests.py``: BLAKE3, or
+SHA-256 for files of older snapshots). Both release the GIL, so files are hashed on a
+small shared pool while the loader maps them and checks their bounds. A file's verdict
+is remembered per process by its identity (device, inode, size, mtime and ctime in ns)
+and its digest: snapshot files are content-addressed and never rewritten, and any write
+through the file system changes the mtime and the ctime (which no user call can set
+back), so a file with the same identity holds the bytes that were hashed. Reloading a
+snapshot (an engine's reload, a forked worker, a second process's load is *not*
+covered: the cache is in memory) therefore hashes only files it has not verified. What
+this cannot see is damage below the file system (a failing disk) after the first
+verification, which a mapped file being served would not notice either.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from groundwire.errors import IndexFormatError
-from groundwire.index.store import storage
+from groundwire.index.store import digests, storage
 from groundwire.index.store.layout import TableEntry
 
 __all__ = [
@@ -59,7 +60,7 @@ def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(_HASH_THREADS, thread_name_prefix="groundwire-sha256")
+            _POOL = ThreadPoolExecutor(_HASH_THREADS, thread_name_prefix="groundwire-hash")
         return _POOL
 
 
@@ -122,36 +123,43 @@ def remember_proven(key: tuple[Any, ...], opened: dict[str, storage.OpenedFile])
             _PROVEN.popitem(last=False)
 
 
-def hash_all(opened: dict[str, storage.OpenedFile], table: Table) -> dict[str, Future[str]]:
+def hash_all(
+    opened: dict[str, storage.OpenedFile], table: Table, where: str
+) -> dict[str, Future[str]]:
     """Start hashing every file not verified before, largest first, on the shared threads
-    (or inline when there is little to hash)."""
+    (or inline when there is little to hash), each with its recorded algorithm. Refuses
+    (before hashing anything) when an algorithm's package is missing."""
     items = sorted(
         ((k, v) for k, v in opened.items() if not _verified(v, table[k][1])),
         key=lambda item: -item[1].size,
     )
+    algorithms = {logical: digests.split(table[logical][1])[0] for logical, _ in items}
+    for algorithm in sorted(set(algorithms.values())):
+        digests.require(algorithm, where)
     if sum(item.size for _, item in items) <= _PARALLEL_HASH_BYTES:
         done: dict[str, Future[str]] = {}
         for logical, item in items:
             done[logical] = Future()
-            done[logical].set_result(storage.sha256_fd(item.fd, item.mapped))
+            done[logical].set_result(digests.of_file(item.fd, item.mapped, algorithms[logical]))
         return done
     pool = _pool()
     return {
-        logical: pool.submit(storage.sha256_fd, item.fd, item.mapped) for logical, item in items
+        logical: pool.submit(digests.of_file, item.fd, item.mapped, algorithms[logical])
+        for logical, item in items
     }
 
 
 def check(
-    digests: dict[str, Future[str]],
+    pending: dict[str, Future[str]],
     opened: dict[str, storage.OpenedFile],
     table: Table,
     where: str,
 ) -> None:
-    for logical, digest in digests.items():
+    for logical, digest in pending.items():
         expected = table[logical][1]
         if digest.result() != expected:
             raise IndexFormatError(
-                f"{where}: {table[logical][0]} does not match its SHA-256 (the file "
-                "was modified or damaged); rebuild the snapshot"
+                f"{where}: {table[logical][0]} does not match its {digests.label(expected)} "
+                "digest (the file was modified or damaged); rebuild the snapshot"
             )
         _remember(opened[logical], expected)

@@ -1,12 +1,13 @@
-"""What a snapshot folder holds (format versions 1 and 2) and the checks shared by both.
+"""What a snapshot folder holds (format versions 1 to 3) and the checks they share.
 
 ``parse_manifest`` validates a manifest itself (magic, version, self-hash, required
 features); ``settings_json``/``settings_of`` write and read the index settings and
 ``analyzer_fingerprint`` how the analyzer tokenizes (checked on load). ``file_entry``
-validates one file's record; ``check_pointers``/``check_values``/``check_ascending_rows``
-/``check_ids`` the opened arrays. Version 2's files are listed by :func:`segment_files`
-(``docs/INDEX.md`` describes them). Every failure is an IndexFormatError naming the
-snapshot.
+validates one file's record (its digest: ``digests.py``); ``check_pointers``/
+``check_values``/``check_ascending_rows``/``check_ids`` the opened arrays. Version 2's
+files are listed by :func:`segment_files` (``docs/INDEX.md`` describes them); version 3
+is version 2 with the digest algorithm recorded per file. Every failure is an
+IndexFormatError naming the snapshot.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy.typing as npt
 
 from groundwire.config import AnalyzerConfig, IndexSettings
 from groundwire.errors import ConfigError, IndexFormatError
-from groundwire.index.store import bounds
+from groundwire.index.store import bounds, digests
 from groundwire.index.store.codecs import StringTable, loads_bounded
 from groundwire.model import ValidationIssue
 from groundwire.text import Analyzer
@@ -57,19 +58,22 @@ __all__ = [
 ]
 
 MAGIC = "groundwire-snapshot"
-#: The newest format this groundwire writes; it reads every version from 1 on.
-FORMAT_VERSION = 2
+#: The newest format this groundwire writes; it reads every version from 1 on. Version 3:
+#: each file record names its digest algorithm (``digests.py``).
+FORMAT_VERSION = 3
 #: Required features beyond the base layout of version 2 that this groundwire reads. A
-#: snapshot listing another one is refused (a newer groundwire wrote it), so version 2
-#: can grow (several segments, deletions) without a version bump.
+#: snapshot listing another one is refused (a newer groundwire wrote it), so versions 2
+#: and 3 can grow (several segments, deletions) without a version bump.
 FEATURES: frozenset[str] = frozenset()
-#: The checksum of every file of version 2 (version 1: always SHA-256).
+#: The one checksum of every file of version 2 (version 1: always SHA-256; version 3:
+#: named by each file record).
 DIGEST = "sha256"
 BOOL, U1, I4, I8, U8, F8 = "|b1", "|u1", "<i4", "<i8", "<u8", "<f8"
 _HEX_DIGEST = re.compile("[0-9a-f]{64}")  # fullmatch: no trailing newline slips through
 _INT32_END = 2**31  # no int32 value reaches it: "no upper bound" for the C row check
 FileSpec = tuple[str, str | None]  # extension, dtype (None: raw bytes or JSON)
-TableEntry = tuple[str, str, int, str | None, tuple[int, ...] | None]  # name, digest, bytes, ...
+#: name, digest (``<algorithm>:<hex>``, every version), bytes, dtype, shape
+TableEntry = tuple[str, str, int, str | None, tuple[int, ...] | None]
 
 #: Analyzed at save and load: a different stemmer, stop list or normalization at load
 #: would silently mismatch the index, so the token streams must agree.
@@ -151,7 +155,7 @@ def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
                 f"{where}: the snapshot needs features this groundwire does not read "
                 f"({', '.join(unknown)}); upgrade groundwire or rebuild the snapshot"
             )
-        if manifest.get("digest") != DIGEST:
+        if version == 2 and manifest.get("digest") != DIGEST:
             raise IndexFormatError(
                 f"{where}: unknown checksum {manifest.get('digest')!r} (expected {DIGEST!r})"
             )
@@ -178,20 +182,24 @@ def counts_of(data: Any, names: tuple[str, ...], where: str) -> dict[str, int]:
     return data
 
 
-def file_entry(item: Any, logical: str, spec: FileSpec, digest_key: str, where: str) -> TableEntry:
-    """One validated file record: (file name, digest, bytes, dtype, shape)."""
+def file_entry(
+    item: Any, logical: str, spec: FileSpec, digest_key: str, where: str, *, plain: bool = False
+) -> TableEntry:
+    """One validated file record: (file name, digest, bytes, dtype, shape).
+
+    The record's digest is ``<algorithm>:<hex>`` (version 3), or with ``plain`` the bare
+    hex of a SHA-256 (versions 1 and 2); the entry holds it as ``<algorithm>:<hex>``."""
     ext, dtype = spec
-    digest = item.get(digest_key) if isinstance(item, dict) else None
+    value = item.get(digest_key) if isinstance(item, dict) else None
     size = item.get("bytes") if isinstance(item, dict) else None
-    if (
-        not isinstance(digest, str)
-        or _HEX_DIGEST.fullmatch(digest) is None
-        or not isinstance(size, int)
-        or isinstance(size, bool)
-        or size < 0
-    ):
+    if plain:
+        bare = value if isinstance(value, str) and _HEX_DIGEST.fullmatch(value) else None
+        digest = digests.tagged(digests.SHA256, bare) if bare is not None else None
+    else:
+        digest = digests.parse(value, where, logical)
+    if digest is None or not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise IndexFormatError(f"{where}: bad file entry for {logical!r}")
-    name = f"{logical}.{digest[:12]}.{ext}"
+    name = f"{logical}.{digests.split(digest)[1][:12]}.{ext}"
     if item.get("file") != name or (dtype is not None and item.get("dtype") != dtype):
         raise IndexFormatError(f"{where}: bad file entry for {logical!r}")
     shape = item.get("shape")
@@ -204,15 +212,22 @@ def file_entry(item: Any, logical: str, spec: FileSpec, digest_key: str, where: 
 
 
 def file_table(
-    files: Any, expected: Mapping[str, FileSpec], digest_key: str, where: str, prefix: str = ""
+    files: Any,
+    expected: Mapping[str, FileSpec],
+    digest_key: str,
+    where: str,
+    prefix: str = "",
+    *,
+    plain: bool = False,
 ) -> dict[str, TableEntry]:
-    """The records of exactly the ``expected`` files (qualified by ``prefix``)."""
+    """The records of exactly the ``expected`` files (qualified by ``prefix``); ``plain``
+    as in :func:`file_entry`."""
     if not isinstance(files, dict) or set(files) != set(expected):
         listed = set(files) if isinstance(files, dict) else set()
         missing, extra = sorted(set(expected) - listed), sorted(listed - set(expected))
         raise IndexFormatError(f"{where}: file table differs (missing {missing}, extra {extra})")
     return {
-        prefix + logical: file_entry(files[logical], logical, spec, digest_key, where)
+        prefix + logical: file_entry(files[logical], logical, spec, digest_key, where, plain=plain)
         for logical, spec in expected.items()
     }
 

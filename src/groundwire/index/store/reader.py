@@ -2,8 +2,9 @@
 
 Nothing is re-tokenized and no dictionary is rebuilt: arrays are mapped read-only,
 the vocabulary and the entry ids are looked up in the mapped files, and entries are
-decoded from their JSON lines on first access. Versions 1 and 2 are read (see
-``legacy.py`` and ``layout.py``); the opening, checksum and mapping steps are shared.
+decoded from their JSON lines on first access. Versions 1 to 3 are read (see
+``legacy.py`` and ``layout.py``; 3 is 2 with a digest algorithm per file); the opening,
+checksum and mapping steps are shared.
 
 Checksums (``checksums.py``) run on background threads while the bounds are checked,
 and a file verified once in a process is not hashed again while its identity holds.
@@ -164,7 +165,7 @@ def _open_parts(
             arrays, problem = _read_all(opened, table, full, where), None
         except IndexFormatError as exc:
             arrays, problem = {}, exc
-        digests = checksums.hash_all(opened, table) if full else {}
+        digests = checksums.hash_all(opened, table, where) if full else {}
         if problem is None:
             try:
                 parts = assemble(manifest[1], arrays, full, where)
@@ -279,8 +280,10 @@ def _assemble_v1(manifest: dict[str, Any], arrays: dict[str, Any], full: bool, w
 
 
 def _table_v2(manifest: dict[str, Any], where: str) -> _Table:
-    """Every file of a version-2 snapshot: top-level names, then ``s0/`` segment files and
-    ``s0/section/<name>/<array>`` section arrays."""
+    """Every file of a version-2 or -3 snapshot: top-level names, then ``s0/`` segment
+    files and ``s0/section/<name>/<array>`` section arrays. Version 2 records bare
+    SHA-256 digests; version 3 names each file's algorithm."""
+    plain = manifest["format_version"] == 2
     counts = layout.counts_of(manifest["counts"], layout.COUNTS, where)
     segments = manifest.get("segments")
     if not isinstance(segments, list) or len(segments) != counts["segments"] != 1:
@@ -288,9 +291,10 @@ def _table_v2(manifest: dict[str, Any], where: str) -> _Table:
     segment = segments[0]
     if not isinstance(segment, dict):
         raise IndexFormatError(f"{where}: manifest.json has a malformed segment")
-    table = layout.file_table(manifest["files"], _TOP_FILES, "digest", where)
+    table = layout.file_table(manifest["files"], _TOP_FILES, "digest", where, plain=plain)
     expected = layout.segment_files(len(manifest["fields"]))
-    table.update(layout.file_table(segment.get("files"), expected, "digest", where, _SEGMENT))
+    files = segment.get("files")
+    table.update(layout.file_table(files, expected, "digest", where, _SEGMENT, plain=plain))
     declared = manifest.get("sections", {})
     provided = segment.get("sections", {})
     if not isinstance(declared, dict) or not isinstance(provided, dict):
@@ -321,7 +325,7 @@ def _table_v2(manifest: dict[str, Any], where: str) -> _Table:
             if not isinstance(array, str) or dtype not in SECTION_DTYPES:
                 raise IndexFormatError(f"{where}: section {name!r} has a bad file {array!r}")
             stem = f"section.{name}.{array}"
-            entry = layout.file_entry(item, stem, ("npy", dtype), "digest", where)
+            entry = layout.file_entry(item, stem, ("npy", dtype), "digest", where, plain=plain)
             table[f"{_SEGMENT}section/{name}/{array}"] = entry
     return table
 
@@ -459,6 +463,7 @@ def load_parts(
                     legacy.expected_files(len(manifest["fields"])),
                     "sha256",
                     where,
+                    plain=True,
                 )
                 assemble: Assemble = _assemble_v1
             else:

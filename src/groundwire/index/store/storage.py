@@ -1,9 +1,9 @@
 """Snapshot folders on disk: private atomic writes, writer locks, verified memory maps.
 
 A snapshot folder holds ``manifest.json`` and content-addressed files named
-``<logical>.<first 12 hex of SHA-256>.<ext>``; ``manifest.json`` is the only mutable
-name. This module knows nothing of knowledge bases: ``snapshot.py`` decides what the
-files hold.
+``<logical>.<first 12 hex of the digest>.<ext>`` (``digests.py``); ``manifest.json`` is
+the only mutable name. This module knows nothing of knowledge bases: ``writer.py`` and
+``reader.py`` decide what the files hold.
 
 Writing (see :func:`write_files`, :func:`install_new`, :func:`swap_manifest`):
 files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600 inside a
@@ -22,7 +22,6 @@ from the same descriptor, so the bytes verified are the bytes served.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import mmap
 import os
@@ -40,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundwire.errors import IndexFormatError
+from groundwire.index.store import digests
 
 try:  # POSIX; elsewhere writers are not serialized (documented)
     import fcntl
@@ -57,7 +57,6 @@ __all__ = [
     "map_file",
     "open_dir",
     "read_small",
-    "sha256_fd",
     "swap_manifest",
     "write_files",
 ]
@@ -68,7 +67,6 @@ TMP_PREFIX = ".tmp-"
 #: Names a snapshot writer creates; anything else in a folder is never deleted.
 OBJECT_NAME = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)*\.[0-9a-f]{12}\.(npy|bin|json|jsonl)")
 _WRITE_CHUNK = 1 << 26  # os.write moves at most ~2 GiB per call; 64 MiB keeps it simple
-_HASH_CHUNK = 1 << 20
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # open(2) of a FIFO returns at once; fstat refuses it
@@ -97,14 +95,9 @@ class Payload:
     shape: tuple[int, ...] | None = None
 
     def digest(self) -> tuple[str, int]:
-        """SHA-256 hex digest and size in bytes of the content."""
-        digest = hashlib.sha256()
-        size = 0
-        for chunk in self.chunks:
-            view = memoryview(chunk).cast("B")
-            digest.update(view)
-            size += view.nbytes
-        return digest.hexdigest(), size
+        """The recorded digest (``<algorithm>:<hex>``, see ``digests.py``) and the size in
+        bytes of the content."""
+        return digests.of_chunks(self.chunks)
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -134,17 +127,17 @@ def fsync_dir(path: Path) -> None:
 def write_files(folder: Path, payloads: Sequence[Payload]) -> dict[str, dict[str, Any]]:
     """Write every payload into ``folder`` under its content-addressed name (fsynced).
 
-    Returns the manifest's ``files`` table: logical name → file, sha256, bytes (and
-    dtype/shape for arrays).
+    Returns the manifest's ``files`` table: logical name → file, digest
+    (``<algorithm>:<hex>``), bytes (and dtype/shape for arrays).
     """
     table: dict[str, dict[str, Any]] = {}
     dir_fd = os.open(folder, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
     try:
         for payload in payloads:
             digest, size = payload.digest()
-            name = f"{payload.logical}.{digest[:12]}.{payload.ext}"
+            name = f"{payload.logical}.{digests.split(digest)[1][:12]}.{payload.ext}"
             _write_file(dir_fd, name, payload.chunks)
-            entry: dict[str, Any] = {"file": name, "sha256": digest, "bytes": size}
+            entry: dict[str, Any] = {"file": name, "digest": digest, "bytes": size}
             if payload.dtype is not None and payload.shape is not None:
                 entry["dtype"] = payload.dtype
                 entry["shape"] = list(payload.shape)
@@ -338,22 +331,6 @@ def read_small(dir_fd: int, name: str, limit: int, where: str) -> bytes:
     if len(data) > limit:
         raise IndexFormatError(f"{where}: {name} grew past {limit:,} bytes while read")
     return data
-
-
-def sha256_fd(fd: int, mapped: mmap.mmap | None = None) -> str:
-    """SHA-256 of a whole open file: of ``mapped``, its mapping, when given (no copy, and
-    the bytes hashed are the bytes served), else read with pread (the file position is
-    untouched)."""
-    if mapped is not None:
-        return hashlib.sha256(mapped).hexdigest()  # releases the GIL (buffer > 2 KiB)
-    digest = hashlib.sha256()
-    offset = 0
-    while True:
-        block = os.pread(fd, _HASH_CHUNK, offset)
-        if not block:
-            return digest.hexdigest()
-        digest.update(block)
-        offset += len(block)
 
 
 @dataclass

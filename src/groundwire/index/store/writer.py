@@ -1,4 +1,4 @@
-"""Saving a knowledge base as a snapshot folder (format version 2; see ``docs/INDEX.md``).
+"""Saving a knowledge base as a snapshot folder (format version 3; see ``docs/INDEX.md``).
 
 Writing (see ``storage.py``). A new snapshot is written into a private temporary
 sibling ``.<name>.tmp-XXXX/`` (0700; files 0600, ``O_EXCL``, fsynced; then the
@@ -52,7 +52,6 @@ from groundwire.index.store.codecs import (
 )
 from groundwire.index.store.layout import (
     BOOL,
-    DIGEST,
     F8,
     FORMAT_VERSION,
     I4,
@@ -263,7 +262,6 @@ def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
         "format_version": FORMAT_VERSION,
         "writer": _writer(),
         "features": [],
-        "digest": DIGEST,
         "settings": settings_json(parts.settings),
         "analyzer_fingerprint": analyzer_fingerprint(Analyzer(parts.settings.analyzer)),
         "fields": list(lexical.fields),
@@ -321,7 +319,7 @@ def _manifest_bytes(body: dict[str, Any], files: dict[str, Any]) -> bytes:
 
 
 def _digest_record(item: dict[str, Any]) -> dict[str, Any]:
-    record = {"file": item["file"], "digest": item["sha256"], "bytes": item["bytes"]}
+    record = {"file": item["file"], "digest": item["digest"], "bytes": item["bytes"]}
     if "dtype" in item:
         record["dtype"], record["shape"] = item["dtype"], item["shape"]
     return record
