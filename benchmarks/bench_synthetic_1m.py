@@ -309,6 +309,63 @@ def measure_updates(
     return out, kept
 
 
+def _files(path: Path) -> dict[str, int]:
+    return {item.name: item.stat().st_size for item in path.iterdir() if item.is_file()}
+
+
+def measure_disk_updates(
+    kb: Any,
+    docs: list[dict[str, str]],
+    words: list[str],
+    cdf: np.ndarray,
+    rng: np.random.Generator,
+    folder: Path,
+) -> list[tuple[str, float, float, int, int]]:
+    """Updates of a snapshot on disk, one after the other (each on the previous one's
+    result, as ``groundwire index --update`` runs): load, update, save. Seconds and CPU
+    of the full save first, then per step of the load (the first with the verdict cache
+    emptied: every file hashed, as in a fresh process), the update and the save, with
+    the files and bytes the save wrote (names new in the folder, manifest included)."""
+    from groundwire.index.store import checksums
+
+    extra = make_corpus(max(len(docs) // 100, 1), words, cdf, rng)
+    for n, doc in enumerate(extra):
+        doc["id"] = f"m{n:07d}"
+    gone = [docs[i]["id"] for i in range(3, len(docs), max(len(docs) // 1000, 1))][:1000]
+    changed = [dict(docs[i], text=docs[i]["text"] + " edited") for i in range(2, 2002, 2)]
+    path = folder / "snapshot"
+    out: list[tuple[str, float, float, int, int]] = []
+
+    def timed(name: str, run: Callable[[], Any]) -> Any:
+        before = _files(path) if path.exists() else {}
+        gc.collect()
+        start, cpu = time.perf_counter(), time.process_time()
+        result = run()
+        wall, used = time.perf_counter() - start, time.process_time() - cpu
+        after = _files(path)
+        new = [n for n in after if n not in before or n == "manifest.json"]
+        written = sum(after[n] for n in new) if name.endswith("save") else 0
+        out.append((name, wall, used, len(new) if written else 0, written))
+        print(f"  {name}: {wall:.2f} s (CPU {used:.2f} s)", file=sys.stderr)
+        return result
+
+    timed("full save (build saved)", lambda: kb.save(path))
+    checksums.forget_verdicts()  # the first load hashes every file, as a fresh process would
+    for step, (label, upserts, deletes) in enumerate(
+        (
+            (f"add {len(extra):,} (1%)", extra, []),
+            (f"delete {len(gone):,}", [], gone),
+            (f"replace {len(changed):,}", changed, []),
+        )
+    ):
+        fresh = " (fresh process: every file hashed)" if step == 0 else " (verdicts kept)"
+        loaded = timed(f"{label}: load{fresh}", partial(groundwire.KnowledgeBase.load, path))
+        updated = timed(f"{label}: update", partial(loaded.update, upserts, deletes))
+        timed(f"{label}: save", partial(updated.save, path))
+        del loaded, updated
+    return out
+
+
 def search_ids(kb: Any, query: str) -> list[str]:
     return [hit.id for hit in kb.search(query, k=K)]
 
@@ -338,6 +395,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-split", action="store_true", help="skip the build-time split")
     parser.add_argument(
         "--no-update", action="store_true", help="skip the incremental update timings"
+    )
+    parser.add_argument(
+        "--no-disk-update",
+        action="store_true",
+        help="skip the on-disk updates (load, update, save a snapshot)",
     )
     parser.add_argument(
         "--delta-queries",
@@ -381,6 +443,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         updates, delta_kb = measure_updates(
             kb, docs, words, cdf, np.random.default_rng(args.seed + 1)
         )
+        gc.collect()
+    disk: list[tuple[str, float, float, int, int]] = []
+    if not args.no_disk_update:
+        folder = Path(tempfile.mkdtemp(prefix="gw-bench-1m-disk-"))
+        try:
+            disk = measure_disk_updates(
+                kb, docs, words, cdf, np.random.default_rng(args.seed + 2), folder
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         gc.collect()
     vocab_mib = dict_mib(dict(kb.lexical.vocabulary))
     lexical_terms = len(kb.lexical.vocabulary)
@@ -495,6 +567,17 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(
                 f"  {name:<40} {secs:7.2f} s  ({100 * secs / gw.seconds:5.2f}% of the build); "
                 f"CPU {cpu:6.2f} s ({100 * cpu / max(gw.cpu, 1e-9):5.2f}% of the build's CPU)"
+            )
+
+    if disk:
+        print(
+            f"\ngroundwire snapshot updates on disk ({len(docs):,} docs; build {gw.seconds:.1f} s):"
+        )
+        for name, secs, cpu, files, written in disk:
+            wrote = f"; wrote {files} files, {written / 2**20:,.1f} MiB" if written else ""
+            print(
+                f"  {name:<58} {secs:7.2f} s ({100 * secs / gw.seconds:5.2f}%); "
+                f"CPU {cpu:6.2f} s ({100 * cpu / max(gw.cpu, 1e-9):5.2f}%){wrote}"
             )
 
     for label, systems in tables:

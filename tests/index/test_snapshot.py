@@ -714,8 +714,8 @@ def test_a_write_that_fails_validation_is_not_installed(
     KnowledgeBase.from_documents(documents()[:2]).save(path)
     real = storage.write_files
 
-    def corrupting(folder: Path, payloads: Any) -> dict[str, dict[str, Any]]:
-        table = real(folder, payloads)
+    def corrupting(folder: Path, payloads: Any, *reuse: Any) -> dict[str, dict[str, Any]]:
+        table = real(folder, payloads, *reuse)
         target = folder / table["lexical.scores"]["file"]
         target.chmod(0o600)
         data = bytearray(target.read_bytes())

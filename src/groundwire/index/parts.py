@@ -27,7 +27,14 @@ from groundwire.index.delta import DeltaIndex
 from groundwire.index.lexical import IntArray, LexicalIndex, MaskArray
 from groundwire.model import KnowledgeEntry, ValidationIssue
 
-__all__ = ["SECTION_DTYPES", "Parts", "SnapshotSection", "known_sections", "register_section"]
+__all__ = [
+    "SECTION_DTYPES",
+    "Parts",
+    "SnapshotSection",
+    "StoredSegment",
+    "known_sections",
+    "register_section",
+]
 
 #: Array types a section may hold: plain numbers, little-endian, never objects.
 SECTION_DTYPES = frozenset(
@@ -75,6 +82,28 @@ class SnapshotSection:
         object.__setattr__(self, "meta", dict(self.meta))
 
 
+#: One file of a snapshot as its manifest lists it: name, digest, bytes, dtype, shape.
+StoredFile = tuple[str, str, int, str | None, tuple[int, ...] | None]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StoredSegment:
+    """A precomputed segment as a snapshot folder holds it, kept by a loaded knowledge base
+    so that a save of its updates reuses the segment's files (``store/writer.py``).
+
+    ``lexical`` and ``entries`` are the segment's index and entries (mapped), ``record``
+    its manifest record (``counts``, ``stats``), ``files`` the records of the files a
+    delta snapshot reuses (logical name → :data:`StoredFile`) and ``arrays`` their mapped
+    content (to write them into another folder).
+    """
+
+    lexical: LexicalIndex
+    entries: Sequence[KnowledgeEntry]
+    record: Mapping[str, Any]
+    files: Mapping[str, StoredFile]
+    arrays: Mapping[str, Any]
+
+
 class Parts(NamedTuple):
     """Everything a KnowledgeBase holds.
 
@@ -82,7 +111,8 @@ class Parts(NamedTuple):
     ``links`` holds each entry's related and parent ids as written (``relations`` keeps
     those that exist), when known. ``digests`` holds each entry's content digest
     (``ingest.validate.entry_digest``, 32 bytes, position order) when known;
-    ``sections`` the optional snapshot sections.
+    ``sections`` the optional snapshot sections; ``stored`` the snapshot segment that
+    ``lexical`` (or, after an update, its base segment) was read from, if any.
     """
 
     entries: Sequence[KnowledgeEntry]
@@ -102,6 +132,8 @@ class Parts(NamedTuple):
     links: Mapping[str, tuple[str, ...]] | None = None  # raw related/parent ids; None: unknown
     phrase_keys: tuple[bool, bool] = (True, True)  # ids, titles are exact phrases
     sections: Mapping[str, SnapshotSection] = MappingProxyType({})
+    #: The stored segment the lexical index (or its delta's base) was loaded from.
+    stored: StoredSegment | None = None
 
 
 _KNOWN_SECTIONS: set[str] = set()

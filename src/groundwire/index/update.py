@@ -38,9 +38,9 @@ from groundwire.index.builder import (
 from groundwire.index.delta import DeltaIndex, empty_delta
 from groundwire.index.lexical import IntArray, LexicalIndex, MaskArray
 from groundwire.index.lexical_builder import LexicalIndexBuilder, rows_of
-from groundwire.index.parts import Parts
-from groundwire.index.store.codecs import HashedStrings, encode_entry
-from groundwire.index.store.views import SortedPositions
+from groundwire.index.parts import Parts, StoredSegment
+from groundwire.index.store.codecs import HashedStrings
+from groundwire.index.store.views import SortedPositions, SplicedEntries
 from groundwire.ingest.validate import entry_digest
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
@@ -50,55 +50,6 @@ __all__ = ["compact", "merged_rows", "update_parts"]
 I64 = npt.NDArray[np.int64]
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-
-
-class _Spliced(Sequence[KnowledgeEntry]):
-    """Entries by new position: kept ones read from the old sequence, new ones given."""
-
-    __slots__ = ("_new", "_old", "_source")
-
-    def __init__(
-        self, old: Sequence[KnowledgeEntry], new: Sequence[KnowledgeEntry], source: I64
-    ) -> None:
-        # source[p] >= 0: old position; < 0: -1 - index into new. An update of an update
-        # reads straight from the first one's entries (no chain of indirections).
-        if isinstance(old, _Spliced):
-            earlier: _Spliced = old
-            composed = source.copy()
-            from_old = source >= 0
-            composed[from_old] = earlier._source[source[from_old]]
-            composed[~from_old] = source[~from_old] - len(earlier._new)
-            old, new, source = earlier._old, [*earlier._new, *new], composed
-        self._old: Sequence[KnowledgeEntry] = old
-        self._new: Sequence[KnowledgeEntry] = new
-        self._source: I64 = source
-
-    def encoded(self) -> tuple[Any, I64] | None:
-        """The JSON lines blob and offsets, copying old entries' bytes when the old
-        sequence has them (a loaded snapshot), else None."""
-        encoded = getattr(self._old, "encoded", None)
-        base = encoded() if encoded is not None else None
-        if base is None:
-            return None
-        blob, offsets = np.asarray(base[0]), np.asarray(base[1], dtype=np.int64)
-        lines = []
-        for at in self._source.tolist():
-            if at >= 0:
-                lines.append(blob[offsets[at] : offsets[at + 1]].tobytes())
-            else:
-                lines.append(encode_entry(self._new[-1 - at]) + b"\n")
-        bounds = np.zeros(len(lines) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)), out=bounds[1:])
-        return b"".join(lines), bounds
-
-    def __len__(self) -> int:
-        return int(self._source.shape[0])
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        at = int(self._source[index])
-        return self._old[at] if at >= 0 else self._new[-1 - at]
 
 
 def _gc_paused(function: Callable[_P, _T]) -> Callable[_P, _T]:
@@ -163,7 +114,7 @@ def update_parts(
     old_to_new[source[from_old]] = np.flatnonzero(from_old)
     new_at = np.empty(len(new), dtype=np.int64)
     new_at[-1 - source[~from_old]] = np.flatnonzero(~from_old)
-    entries = _Spliced(parts.entries, new, source)
+    entries = SplicedEntries(parts.entries, new, source)
     # Ids by new position in one gather (no Python step per entry); positions by bisection
     # over them (ids ascend, as a loaded snapshot's SortedIds): no dict of every id.
     pool = np.array([*old_ids, *new_ids], dtype=object)
@@ -192,8 +143,17 @@ def update_parts(
         # Sections holding arrays are per entry and no longer line up: their owner adds
         # them again. Meta-only sections (e.g. how documents were chunked) carry over.
         sections={k: v for k, v in parts.sections.items() if not v.arrays},
+        stored=_stored(parts, lexical),
         **masks,
     )
+
+
+def _stored(parts: Parts, lexical: LexicalIndex | DeltaIndex) -> StoredSegment | None:
+    """The stored segment a delta save can reuse: the base's, while the base is it."""
+    stored = parts.stored
+    if stored is None or not isinstance(lexical, DeltaIndex) or lexical.base is not stored.lexical:
+        return None
+    return stored
 
 
 def _old_ids(parts: Parts) -> list[str]:

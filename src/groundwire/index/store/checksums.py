@@ -31,6 +31,7 @@ __all__ = [
     "check",
     "forget_verdicts",
     "hash_all",
+    "holds",
     "proven",
     "remember_proven",
     "snapshot_key",
@@ -88,6 +89,28 @@ def _remember(item: storage.OpenedFile, digest: str) -> None:
         _VERDICTS[(*item.identity, digest)] = None
         while len(_VERDICTS) > _VERDICTS_LIMIT:
             _VERDICTS.popitem(last=False)
+
+
+def holds(dir_fd: int, name: str, digest: str, size: int) -> bool:
+    """Whether the folder ``dir_fd`` holds ``name`` with exactly these bytes: verified by
+    this process before (same identity, no read) or hashed now. A writer reuses such a
+    file instead of writing it again."""
+    try:
+        item = storage.open_file(dir_fd, name, size, size, name)
+    except (OSError, IndexFormatError):
+        return False
+    try:
+        if _verified(item, digest):
+            return True
+        try:
+            if digests.of_file(item.fd, None, digests.split(digest)[0]) != digest:
+                return False
+        except (IndexFormatError, ValueError):  # an algorithm this process cannot run
+            return False
+        _remember(item, digest)
+        return True
+    finally:
+        item.close()
 
 
 def forget_verdicts() -> None:

@@ -32,6 +32,7 @@ from groundwire.text.stopwords import resolve_stopwords
 
 __all__ = [
     "BOOL",
+    "DELTA_FEATURE",
     "DIGEST",
     "F8",
     "FEATURES",
@@ -42,12 +43,14 @@ __all__ = [
     "U1",
     "U8",
     "analyzer_fingerprint",
+    "base_files",
     "canonical",
     "check_ascending_rows",
     "check_ids",
     "check_pointers",
     "check_scores",
     "check_values",
+    "delta_files",
     "fail",
     "file_entry",
     "issues_of",
@@ -61,10 +64,12 @@ MAGIC = "groundwire-snapshot"
 #: The newest format this groundwire writes; it reads every version from 1 on. Version 3:
 #: each file record names its digest algorithm (``digests.py``).
 FORMAT_VERSION = 3
+#: A snapshot holding a base segment, its tombstones and a delta segment (``delta.py``).
+DELTA_FEATURE = "delta-segment"
 #: Required features beyond the base layout of version 2 that this groundwire reads. A
 #: snapshot listing another one is refused (a newer groundwire wrote it), so versions 2
 #: and 3 can grow (several segments, deletions) without a version bump.
-FEATURES: frozenset[str] = frozenset()
+FEATURES: frozenset[str] = frozenset({DELTA_FEATURE})
 #: The one checksum of every file of version 2 (version 1: always SHA-256; version 3:
 #: named by each file record).
 DIGEST = "sha256"
@@ -285,6 +290,28 @@ def segment_files(fields: int) -> dict[str, FileSpec]:
     return files
 
 
+#: What a delta snapshot reuses of its base segment: the lexical arrays, the vocabulary,
+#: and the base's ids, entries and digests (read through the tombstone map).
+_BASE_DOCUMENT_FILES = ("ids.bytes", "ids.offsets", "entries", "entries.offsets", "entries.digests")
+
+
+def base_files(fields: int) -> dict[str, FileSpec]:
+    """Logical name → spec of the files of a delta snapshot's base segment."""
+    every = segment_files(fields)
+    return {
+        name: spec
+        for name, spec in every.items()
+        if name.startswith(("lexical.", "tf.", "terms.")) or name in _BASE_DOCUMENT_FILES
+    }
+
+
+def delta_files(fields: int) -> dict[str, FileSpec]:
+    """Logical name → spec of the files of a delta segment: a segment's files (its
+    entries and digests only those of the documents added since the base) and the
+    tombstone map."""
+    return {**segment_files(fields), "base_to_now": ("npy", I4)}
+
+
 # -- array checks -------------------------------------------------------------------------------
 def fail(where: str, what: str) -> IndexFormatError:
     """The error for arrays that disagree with each other or the manifest."""
@@ -408,123 +435,6 @@ SEGMENT_COUNTS = (
     "alias_phrases",
     "links",
 )
-
-
-def check_segment(
-    segment: dict[str, Any],
-    arrays: Mapping[str, Any],
-    counts: dict[str, int],
-    pair_field: bool,
-    full: bool,
-    where: str,
-) -> None:
-    """Shapes and bounds of one segment's arrays (``arrays`` keyed by logical name).
-
-    Always: shapes, the score rows' bounds (the C kernel trusts them like slices), and
-    every array sized by entries, terms or phrases whose values index another array
-    (each is a fraction of the postings; unchecked, one would fail later as an
-    IndexError). With ``full``: also the posting arrays (documents in range and
-    ascending per row, scores positive and finite, frequencies consistent, field
-    statistics equal to those of the lengths, pair tables ascending).
-    """
-    seg = counts_of(segment.get("counts"), SEGMENT_COUNTS, where)
-    n, terms, pairs, postings = seg["entries"], seg["terms"], seg["pairs"], seg["postings"]
-    fields = arrays["lexical.lengths"].shape[0] if arrays["lexical.lengths"].ndim == 2 else -1
-    ptr, docs, scores = arrays["lexical.indptr"], arrays["lexical.docs"], arrays["lexical.scores"]
-    check_pointers(where, "lexical.indptr", ptr, terms + pairs, postings)
-    if docs.shape != (postings,) or scores.shape != (postings,):
-        raise fail(where, "lexical.docs and lexical.scores do not hold one value per posting")
-    if arrays["lexical.lengths"].shape != (fields, n) or fields < 1:
-        raise fail(where, "lexical.lengths does not have one row per field")
-    starts, seconds = arrays["lexical.pair_starts"], arrays["lexical.pair_seconds"]
-    if pairs and not pair_field:
-        raise fail(where, "pairs are indexed without a pair field")
-    if pairs and not pair_field:
-        raise fail(where, "pairs are indexed without a pair field")
-    if pairs:
-        check_pointers(where, "lexical.pair_starts", starts, terms, pairs)
-        check_values(where, "lexical.pair_seconds", seconds, max(terms, 1))
-    elif starts.shape[0] or seconds.shape[0]:
-        raise fail(where, "pair tables are present without pairs")
-    single_end = int(ptr[terms])
-    for f in range(fields):
-        counts_f = arrays[f"tf.{f}.counts"]
-        at, tf = arrays[f"tf.{f}.overflow_at"], arrays[f"tf.{f}.overflow_tf"]
-        span = postings - single_end if pair_field and f == fields - 1 else single_end
-        if counts_f.shape != (span,) or at.shape != tf.shape or at.ndim != 1:
-            raise fail(where, f"tf.{f} does not cover its postings")
-        if (
-            full
-            and at.shape[0]
-            and (
-                bool((at[1:] <= at[:-1]).any())
-                or int(tf.min()) < 255
-                or int(at[0]) < 0
-                or int(at[-1]) >= postings
-            )
-        ):
-            raise fail(where, f"tf.{f} overflow table is malformed")
-    check_ascending_rows(where, "lexical.docs", ptr, docs, n, full)
-    check_scores(where, "lexical.scores", scores, full)
-    stats = segment.get("stats")
-    if not isinstance(stats, dict) or not all(
-        isinstance(stats.get(k), list)
-        and len(stats[k]) == fields
-        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in stats[k])
-        for k in ("field_docs", "field_lengths")
-    ):
-        raise fail(where, "the segment's field statistics are malformed")
-    if full:
-        lengths = arrays["lexical.lengths"]
-        if (
-            int(lengths.min(initial=0)) < 0
-            or (lengths > 0).sum(axis=1).tolist() != stats["field_docs"]
-            or lengths.sum(axis=1, dtype=np.int64).tolist() != stats["field_lengths"]
-        ):
-            raise fail(where, "field lengths and field statistics disagree")
-    check_pointers(
-        where, "terms.offsets", arrays["terms.offsets"], terms, arrays["terms.bytes"].shape[0]
-    )
-    for name in ("terms.keys", "terms.order"):
-        if arrays[name].shape != (terms,):
-            raise fail(where, f"{name} does not have one value per term")
-    check_values(where, "terms.order", arrays["terms.order"], max(terms, 1))
-    keys = arrays["terms.keys"]
-    if full and terms > 1 and bool((keys[1:] < keys[:-1]).any()):
-        raise fail(where, "terms.keys is not sorted")
-    check_pointers(where, "ids.offsets", arrays["ids.offsets"], n, arrays["ids.bytes"].shape[0])
-    check_pointers(
-        where, "entries.offsets", arrays["entries.offsets"], n, arrays["entries"].shape[0]
-    )
-    if arrays["entries.digests"].shape != (n, 32):
-        raise fail(where, "entries.digests does not hold 32 bytes per entry")
-    links = arrays["links.indptr"]
-    check_pointers(where, "links.indptr", links, n, seg["links"])
-    check_pointers(
-        where,
-        "links.offsets",
-        arrays["links.offsets"],
-        seg["links"],
-        arrays["links.bytes"].shape[0],
-    )
-    for kind in ("exact", "alias"):
-        phrases = seg[f"{kind}_phrases"]
-        blob = arrays[f"{kind}.keys.bytes"].shape[0]
-        check_pointers(where, f"{kind}.keys.offsets", arrays[f"{kind}.keys.offsets"], phrases, blob)
-        kind_docs = arrays[f"{kind}.docs"]
-        check_pointers(
-            where, f"{kind}.indptr", arrays[f"{kind}.indptr"], phrases, kind_docs.shape[0]
-        )
-        check_values(where, f"{kind}.docs", kind_docs, n)
-    for name in ("active", "universal", "domain_codes"):
-        if arrays[name].shape != (n,):
-            raise fail(where, f"{name} does not have one value per entry")
-    if arrays["integration_masks"].shape != (counts["integrations"], n):
-        raise fail(where, "integration_masks does not have one row per integration")
-    check_values(where, "domain_codes", arrays["domain_codes"], max(counts["domains"], 1))
-    for name in ("active", "universal", "integration_masks"):
-        if arrays[name].size and int(arrays[name].view(np.uint8).max()) > 1:
-            raise fail(where, f"{name} holds a value other than 0 and 1")
 
 
 def check_labels(labels: Any, counts: dict[str, int], where: str) -> None:

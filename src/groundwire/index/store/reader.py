@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import Any, Literal
@@ -25,22 +25,25 @@ import numpy as np
 from groundwire.config import DEFAULT_MAX_ARRAY_BYTES, DEFAULT_MAX_MANIFEST_BYTES, MAX_ENTRIES
 from groundwire.errors import ConfigError, IndexFormatError
 from groundwire.index.builder import relations_of
-from groundwire.index.lexical import FieldFrequencies, FieldStats, LexicalIndex
-from groundwire.index.parts import SECTION_DTYPES, Parts, SnapshotSection, known_sections
-from groundwire.index.store import checksums, layout, legacy, storage
+from groundwire.index.delta import DeltaIndex
+from groundwire.index.lexical import LexicalIndex
+from groundwire.index.parts import Parts, SnapshotSection
+from groundwire.index.store import checksums, layout, legacy, segments, storage
 from groundwire.index.store.checksums import Table as _Table
 from groundwire.index.store.codecs import HashedStrings, StringTable, loads_bounded
 from groundwire.index.store.views import LazyEntries, SortedIds, string_rows
 from groundwire.ingest.validate import combine_digests, content_hash, entry_digest
+from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
 
-__all__ = ["Verify", "describe", "is_snapshot", "load_parts"]
+__all__ = ["Verify", "describe", "is_snapshot", "load_parts", "verify_staged"]
 
 #: Opening retries when a concurrent replace deleted the files of the manifest just read.
 _ATTEMPTS = 3
 Verify = Literal["full", "manifest"]
 _TOP_FILES: dict[str, layout.FileSpec] = {"labels": ("json", None), "issues": ("json", None)}
 _SEGMENT = "s0/"
+_DELTA = "s1/"  # the delta segment of a delta snapshot (s0/: its base)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +140,7 @@ def _read_all(
     return out
 
 
-Assemble = Callable[[dict[str, Any], dict[str, Any], bool, str], Parts]
+Assemble = Callable[[dict[str, Any], dict[str, Any], bool, str, bool], Parts]
 
 
 def _open_parts(
@@ -159,6 +162,8 @@ def _open_parts(
     opened = _open_all(dir_fd, table, limits, where)
     key = checksums.snapshot_key(manifest[0], opened, table)
     full = verify == "full" and not checksums.proven(key)
+    base = segments.base_key(manifest[1], opened, table)
+    base_proven = base is not None and checksums.proven(base[0])
     digests: dict[str, Future[str]] = {}
     try:
         try:  # headers and mappings first: small reads that hashing threads would delay
@@ -168,7 +173,7 @@ def _open_parts(
         digests = checksums.hash_all(opened, table, where) if full else {}
         if problem is None:
             try:
-                parts = assemble(manifest[1], arrays, full, where)
+                parts = assemble(manifest[1], arrays, full, where, base_proven)
             except IndexFormatError as exc:
                 problem = exc
         checksums.check(digests, opened, table, where)
@@ -176,6 +181,8 @@ def _open_parts(
             raise problem
         if full:
             checksums.remember_proven(key, opened)
+            if base is not None:
+                checksums.remember_proven(*base)
         return parts
     finally:
         for digest in digests.values():
@@ -224,10 +231,10 @@ def _common(
 
 
 def _parts(
-    entries: LazyEntries,
+    entries: Sequence[KnowledgeEntry],
     positions: SortedIds,
     settings: Any,
-    lexical: LexicalIndex,
+    lexical: LexicalIndex | DeltaIndex,
     phrases: dict[str, dict[str, tuple[int, ...]]],
     relations: dict[str, tuple[str, ...]],
     arrays: dict[str, Any],
@@ -260,7 +267,9 @@ def _masks(arrays: dict[str, Any], labels: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _assemble_v1(manifest: dict[str, Any], arrays: dict[str, Any], full: bool, where: str) -> Parts:
+def _assemble_v1(
+    manifest: dict[str, Any], arrays: dict[str, Any], full: bool, where: str, _: bool
+) -> Parts:
     legacy.check_arrays(manifest, arrays, full, where)
     settings = _settings(manifest, where)
     fields = manifest["fields"]
@@ -281,96 +290,56 @@ def _assemble_v1(manifest: dict[str, Any], arrays: dict[str, Any], full: bool, w
 
 def _table_v2(manifest: dict[str, Any], where: str) -> _Table:
     """Every file of a version-2 or -3 snapshot: top-level names, then ``s0/`` segment
-    files and ``s0/section/<name>/<array>`` section arrays. Version 2 records bare
-    SHA-256 digests; version 3 names each file's algorithm."""
+    files and ``s0/section/<name>/<array>`` section arrays; with a delta segment
+    (``segments.py``) ``s0/`` holds the base's files and ``s1/`` the delta's and the
+    sections. Version 2 records bare SHA-256 digests; version 3 names each file's
+    algorithm."""
     plain = manifest["format_version"] == 2
     counts = layout.counts_of(manifest["counts"], layout.COUNTS, where)
-    segments = manifest.get("segments")
-    if not isinstance(segments, list) or len(segments) != counts["segments"] != 1:
-        raise IndexFormatError(f"{where}: manifest.json does not list one segment")
-    segment = segments[0]
-    if not isinstance(segment, dict):
+    delta = layout.DELTA_FEATURE in manifest["features"]
+    want = 2 if delta else 1
+    listed = manifest.get("segments")
+    if not isinstance(listed, list) or len(listed) != want or counts["segments"] != want:
+        raise IndexFormatError(f"{where}: manifest.json does not list {want} segment(s)")
+    if not all(isinstance(item, dict) for item in listed):
         raise IndexFormatError(f"{where}: manifest.json has a malformed segment")
     table = layout.file_table(manifest["files"], _TOP_FILES, "digest", where, plain=plain)
-    expected = layout.segment_files(len(manifest["fields"]))
+    fields = len(manifest["fields"])
+    segment, prefix, expected = listed[0], _SEGMENT, layout.segment_files(fields)
+    if delta:
+        base = layout.base_files(fields)
+        files = segment.get("files")
+        table.update(layout.file_table(files, base, "digest", where, _SEGMENT, plain=plain))
+        segment, prefix, expected = listed[1], _DELTA, layout.delta_files(fields)
     files = segment.get("files")
-    table.update(layout.file_table(files, expected, "digest", where, _SEGMENT, plain=plain))
-    declared = manifest.get("sections", {})
-    provided = segment.get("sections", {})
-    if not isinstance(declared, dict) or not isinstance(provided, dict):
-        raise IndexFormatError(f"{where}: manifest.json has malformed sections")
-    if set(declared) != set(provided):
-        raise IndexFormatError(f"{where}: sections declared and provided differ")
-    for name, spec in declared.items():
-        try:
-            SnapshotSection(name)
-        except Exception as exc:
-            raise IndexFormatError(f"{where}: {exc}") from None
-        if (
-            not isinstance(spec, dict)
-            or not isinstance(spec.get("required"), bool)
-            or not isinstance(spec.get("meta"), dict)
-        ):
-            raise IndexFormatError(f"{where}: section {name!r} is malformed")
-        if spec["required"] and name not in known_sections():
-            raise IndexFormatError(
-                f"{where}: the snapshot requires section {name!r}, which this groundwire "
-                "does not read; upgrade groundwire or rebuild the snapshot"
-            )
-        files = provided[name].get("files") if isinstance(provided[name], dict) else None
-        if not isinstance(files, dict):
-            raise IndexFormatError(f"{where}: section {name!r} lists no files")
-        for array, item in files.items():
-            dtype = item.get("dtype") if isinstance(item, dict) else None
-            if not isinstance(array, str) or dtype not in SECTION_DTYPES:
-                raise IndexFormatError(f"{where}: section {name!r} has a bad file {array!r}")
-            stem = f"section.{name}.{array}"
-            entry = layout.file_entry(item, stem, ("npy", dtype), "digest", where, plain=plain)
-            table[f"{_SEGMENT}section/{name}/{array}"] = entry
+    table.update(layout.file_table(files, expected, "digest", where, prefix, plain=plain))
+    table.update(segments.section_files(manifest, segment, prefix, where, plain))
     return table
 
 
-def _assemble_v2(manifest: dict[str, Any], arrays: dict[str, Any], full: bool, where: str) -> Parts:
+def _assemble_v2(
+    manifest: dict[str, Any], arrays: dict[str, Any], full: bool, where: str, base_proven: bool
+) -> Parts:
     counts = manifest["counts"]
-    segment = manifest["segments"][0]
-    seg = {k[len(_SEGMENT) :]: v for k, v in arrays.items() if k.startswith(_SEGMENT)}
+    delta = layout.DELTA_FEATURE in manifest["features"]
+    prefix = _DELTA if delta else _SEGMENT
+    segment = manifest["segments"][-1]
+    seg = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
     pair_field = manifest["fields"][-1:] == ["bigrams"]
-    layout.check_segment(segment, seg, counts, pair_field, full, where)
+    segments.check_segment(segment, seg, counts, pair_field, full, where, delta)
     layout.check_labels(arrays["labels"], counts, where)
     settings = _settings(manifest, where)
     fields = manifest["fields"]
     ids, vocabulary, entries, phrases = _common(seg, full, where)
-    stats = segment["stats"]
-    field_docs = np.array(stats["field_docs"], dtype=np.int64)
-    totals = np.array(stats["field_lengths"], dtype=np.int64)
-    avg = np.divide(totals, field_docs, out=np.ones(len(totals)), where=field_docs > 0)
-    ptr = seg["lexical.indptr"]
-    single_end = int(ptr[segment["counts"]["terms"]])
-    frequencies = tuple(
-        FieldFrequencies(
-            single_end if pair_field and f == len(fields) - 1 else 0,
-            seg[f"tf.{f}.counts"],
-            seg[f"tf.{f}.overflow_at"],
-            seg[f"tf.{f}.overflow_tf"],
+    lexical: LexicalIndex | DeltaIndex
+    digests: Any = seg["entries.digests"]
+    if delta:
+        lexical, entries, digests, stored = segments.delta_parts(
+            manifest, arrays, full, where, settings, base_proven
         )
-        for f in range(len(fields))
-    )
-    lexical = LexicalIndex(
-        fields=tuple(fields),
-        weights=LexicalIndex.weights_of(settings, fields),
-        k1=float(settings.k1),
-        b=float(settings.b),
-        scoring=settings.scoring,
-        vocabulary=vocabulary,
-        indptr=ptr,
-        docs=seg["lexical.docs"],
-        scores=seg["lexical.scores"],
-        frequencies=frequencies,
-        lengths=seg["lexical.lengths"],
-        stats=FieldStats(field_docs, avg, int(segment["counts"]["entries"])),
-        pair_starts=seg["lexical.pair_starts"],
-        pair_seconds=seg["lexical.pair_seconds"],
-    )
+    else:
+        lexical = segments.lexical_of(seg, segment, fields, settings, vocabulary)
+        stored = segments.stored_segment(lexical, entries, segment, seg)
     positions = SortedIds(ids)
     table = StringTable(seg["links.bytes"], seg["links.offsets"])
     bounds = seg["links.indptr"]
@@ -386,16 +355,17 @@ def _assemble_v2(manifest: dict[str, Any], arrays: dict[str, Any], full: bool, w
         raise IndexFormatError(f"{where}: manifest.json lacks its phrase options")
     sections = {}
     for name, spec in manifest.get("sections", {}).items():
-        prefix = f"section/{name}/"
-        data = {k[len(prefix) :]: v for k, v in seg.items() if k.startswith(prefix)}
+        section_prefix = f"section/{name}/"
+        data = {k[len(section_prefix) :]: v for k, v in seg.items() if k.startswith(section_prefix)}
         sections[name] = SnapshotSection(name, spec["meta"], data, spec["required"])
     parts = _parts(entries, positions, settings, lexical, phrases, relations, seg, where)
     return parts._replace(
         issues=layout.issues_of(arrays["issues"], where),
-        digests=seg["entries.digests"],
+        digests=digests,
         sections=sections,
         links=links,
         phrase_keys=(phrases_json["ids"], phrases_json["titles"]),
+        stored=stored,
         **_masks(seg, arrays["labels"]),
     )
 
@@ -454,29 +424,8 @@ def load_parts(
                 raise IndexFormatError(
                     f"{where}: cannot read manifest.json ({exc.strerror})"
                 ) from exc
-            manifest = layout.parse_manifest(data, where)
-            version = manifest["format_version"]
-            if version == 1:
-                counts = layout.counts_of(manifest["counts"], legacy.COUNTS, where)
-                table = layout.file_table(
-                    manifest["files"],
-                    legacy.expected_files(len(manifest["fields"])),
-                    "sha256",
-                    where,
-                    plain=True,
-                )
-                assemble: Assemble = _assemble_v1
-            else:
-                table, assemble = _table_v2(manifest, where), _assemble_v2
-                counts = manifest["counts"]
-            if counts["entries"] > limits.entries:
-                raise IndexFormatError(
-                    f"{where}: {counts['entries']:,} entries, over max_entries={limits.entries:,}"
-                )
             try:
-                parts = _open_parts(
-                    dir_fd, (data, manifest), table, assemble, verify, limits, where
-                )
+                parts, manifest = _load(dir_fd, data, verify, limits, where)
             except _VanishedError as gone:
                 if attempt + 1 < _ATTEMPTS:
                     continue  # replaced while we read it: read the new manifest
@@ -487,9 +436,45 @@ def load_parts(
             os.close(dir_fd)
         if expected_manifest_hash is not None:
             claimed = manifest["source_manifest_hash"]
+            version = manifest["format_version"]
             _check_content(parts, version, claimed, expected_manifest_hash, where)
         return parts
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _load(
+    dir_fd: int, data: bytes, verify: Verify, limits: _Limits, where: str
+) -> tuple[Parts, dict[str, Any]]:
+    """The parts of the snapshot whose manifest is ``data``, files in ``dir_fd``."""
+    manifest = layout.parse_manifest(data, where)
+    if manifest["format_version"] == 1:
+        counts = layout.counts_of(manifest["counts"], legacy.COUNTS, where)
+        expected = legacy.expected_files(len(manifest["fields"]))
+        table = layout.file_table(manifest["files"], expected, "sha256", where, plain=True)
+        assemble: Assemble = _assemble_v1
+    else:
+        table, assemble = _table_v2(manifest, where), _assemble_v2
+        counts = manifest["counts"]
+    if counts["entries"] > limits.entries:
+        raise IndexFormatError(
+            f"{where}: {counts['entries']:,} entries, over max_entries={limits.entries:,}"
+        )
+    parts = _open_parts(dir_fd, (data, manifest), table, assemble, verify, limits, where)
+    return parts, manifest
+
+
+def verify_staged(folder: Path, manifest: bytes) -> Parts:
+    """Open the files of ``folder`` as the manifest ``manifest`` (not yet installed there)
+    lists them, with full checks: what a writer verifies before it swaps the manifest."""
+    where = str(folder)
+    limits = _Limits(2**62, 2**62, 2**62)  # the writer's own snapshot: no reader limits
+    dir_fd = storage.open_dir(folder)
+    try:
+        return _load(dir_fd, manifest, "full", limits, where)[0]
+    except _VanishedError as gone:
+        raise IndexFormatError(f"{where}: {gone} vanished while it was verified") from None
+    finally:
+        os.close(dir_fd)
 
 
 def describe(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -516,10 +501,11 @@ def describe(path: str | os.PathLike[str]) -> dict[str, Any]:
             for section in segment.get("sections", {}).values():
                 records += section.get("files", {}).values()
     try:
+        records = list({item["file"]: item for item in records}.values())  # a file listed twice
         return {
             "format_version": manifest["format_version"],
             "entries": int(manifest["counts"]["entries"]),
-            "terms": sum(int(s["counts"]["terms"]) for s in segments),
+            "terms": int(segments[-1]["counts"]["terms"]) if segments else 0,  # the current
             "segments": len(segments),
             "files": len(records) + 1,
             "bytes": sum(int(item["bytes"]) for item in records) + len(data),

@@ -30,7 +30,7 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,10 @@ class Payload:
     chunks: Sequence[Any]  # bytes-like objects (bytes, memoryviews of arrays)
     dtype: str | None = None
     shape: tuple[int, ...] | None = None
+    #: The file name, digest and size this content had when it was read (a reused file).
+    known: tuple[str, str, int] | None = None
+    #: The key of its record in the table :func:`write_files` returns (default: logical).
+    slot: str | None = None
 
     def digest(self) -> tuple[str, int]:
         """The recorded digest (``<algorithm>:<hex>``, see ``digests.py``) and the size in
@@ -124,24 +128,43 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_files(folder: Path, payloads: Sequence[Payload]) -> dict[str, dict[str, Any]]:
-    """Write every payload into ``folder`` under its content-addressed name (fsynced).
+def write_files(
+    folder: Path,
+    payloads: Sequence[Payload],
+    reuse: Callable[[str, str, int], bool] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Write every payload into ``folder`` under its content-addressed name (fsynced),
+    except those ``reuse(name, digest, size)`` says are already where they go (marked
+    ``reused``) and names written once already (same name, same bytes).
 
-    Returns the manifest's ``files`` table: logical name → file, digest
+    Returns the manifest's ``files`` table: slot (logical name) → file, digest
     (``<algorithm>:<hex>``), bytes (and dtype/shape for arrays).
     """
     table: dict[str, dict[str, Any]] = {}
+    done: dict[str, bool] = {}  # name → reused
     dir_fd = os.open(folder, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
     try:
         for payload in payloads:
-            digest, size = payload.digest()
-            name = f"{payload.logical}.{digests.split(digest)[1][:12]}.{payload.ext}"
-            _write_file(dir_fd, name, payload.chunks)
+            known = payload.known
+            if known is not None and known[0] in done:
+                name, digest, size = known
+            elif known is not None and reuse is not None and reuse(*known):
+                name, digest, size = known
+                done[name] = True
+            else:
+                digest, size = payload.digest()
+                name = f"{payload.logical}.{digests.split(digest)[1][:12]}.{payload.ext}"
+                if name not in done:
+                    done[name] = reuse is not None and reuse(name, digest, size)
+                    if not done[name]:
+                        _write_file(dir_fd, name, payload.chunks)
             entry: dict[str, Any] = {"file": name, "digest": digest, "bytes": size}
+            if done[name]:
+                entry["reused"] = True
             if payload.dtype is not None and payload.shape is not None:
                 entry["dtype"] = payload.dtype
                 entry["shape"] = list(payload.shape)
-            table[payload.logical] = entry
+            table[payload.slot or payload.logical] = entry
     finally:
         os.close(dir_fd)
     return table

@@ -11,10 +11,20 @@ import numpy as np
 import numpy.typing as npt
 
 from groundwire.errors import IndexFormatError
-from groundwire.index.store.codecs import StringTable, decode_entry
+from groundwire.index.store.codecs import StringTable, decode_entry, encode_entry
 from groundwire.model import KnowledgeEntry
 
-__all__ = ["LazyEntries", "SortedIds", "SortedPositions", "string_rows"]
+__all__ = [
+    "LazyEntries",
+    "Picked",
+    "SortedIds",
+    "SortedPositions",
+    "SplicedEntries",
+    "line_of",
+    "string_rows",
+]
+
+I64 = npt.NDArray[np.int64]
 
 
 class _ById(Mapping[str, int]):
@@ -89,7 +99,7 @@ class LazyEntries(Sequence[KnowledgeEntry]):
     __slots__ = ("_cache", "_ids", "_view", "blob", "offsets")
 
     def __init__(
-        self, blob: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], ids: StringTable
+        self, blob: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], ids: Sequence[str]
     ) -> None:
         self.blob, self.offsets, self._ids = blob, offsets, ids
         self._view = np.ascontiguousarray(offsets, dtype=np.int64).data.cast("B").cast("q")
@@ -120,6 +130,126 @@ class LazyEntries(Sequence[KnowledgeEntry]):
     def encoded(self) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
         """The JSON lines as stored: blob and offsets."""
         return self.blob, self.offsets
+
+
+class Picked(Sequence[str]):
+    """The strings of ``table`` at ``positions`` (a delta's entries checked against the
+    ids of their positions)."""
+
+    __slots__ = ("_positions", "_table")
+
+    def __init__(self, table: Sequence[str], positions: I64) -> None:
+        self._table, self._positions = table, positions
+
+    def __len__(self) -> int:
+        return int(self._positions.shape[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self._table[int(self._positions[index])]
+
+
+class SplicedEntries(Sequence[KnowledgeEntry]):
+    """Entries by new position: kept ones read from the old sequence, new ones given."""
+
+    __slots__ = ("_new", "_old", "_source")
+
+    def __init__(
+        self, old: Sequence[KnowledgeEntry], new: Sequence[KnowledgeEntry], source: I64
+    ) -> None:
+        # source[p] >= 0: old position; < 0: -1 - index into new. An update of an update
+        # reads straight from the first one's entries (no chain of indirections).
+        if isinstance(old, SplicedEntries):
+            earlier: SplicedEntries = old
+            composed = source.copy()
+            from_old = source >= 0
+            composed[from_old] = earlier._source[source[from_old]]
+            composed[~from_old] = source[~from_old] - len(earlier._new)
+            old, new, source = earlier._old, _Joined(earlier._new, new), composed
+        self._old: Sequence[KnowledgeEntry] = old
+        self._new: Sequence[KnowledgeEntry] = new
+        self._source: I64 = source
+
+    @property
+    def old(self) -> Sequence[KnowledgeEntry]:
+        """The entries kept ones are read from (a loaded snapshot's, the first time)."""
+        return self._old
+
+    @property
+    def source(self) -> I64:
+        """Per position: the old position, or ``-1 - i`` for the i-th new entry."""
+        return self._source
+
+    def lines(self, positions: I64) -> tuple[bytes, I64]:
+        """The JSON lines of the entries at ``positions``: copied from mapped lines where
+        the entries came from a snapshot, else encoded."""
+        chunks = []
+        for at in self._source[positions].tolist():
+            if at >= 0:
+                chunks.append(line_of(self._old, at))
+            else:
+                chunks.append(line_of(self._new, -1 - at))
+        return _joined_lines(chunks)
+
+    def encoded(self) -> tuple[Any, I64] | None:
+        """The JSON lines blob and offsets, copying old entries' bytes when the old
+        sequence has them (a loaded snapshot), else None."""
+        if getattr(self._old, "encoded", None) is None:
+            return None
+        return self.lines(np.arange(len(self), dtype=np.int64))
+
+    def __len__(self) -> int:
+        return int(self._source.shape[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        at = int(self._source[index])
+        return self._old[at] if at >= 0 else self._new[-1 - at]
+
+
+class _Joined(Sequence[KnowledgeEntry]):
+    """Two sequences one after the other, read in place (a loaded delta's entries are not
+    decoded to be chained)."""
+
+    __slots__ = ("_first", "_second")
+
+    def __init__(self, first: Sequence[KnowledgeEntry], second: Sequence[KnowledgeEntry]) -> None:
+        self._first, self._second = first, second
+
+    def __len__(self) -> int:
+        return len(self._first) + len(self._second)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index < len(self._first):
+            return self._first[index]
+        return self._second[index - len(self._first)]
+
+    def line(self, index: int) -> bytes:
+        if index < len(self._first):
+            return line_of(self._first, index)
+        return line_of(self._second, index - len(self._first))
+
+
+def line_of(entries: Sequence[KnowledgeEntry], index: int) -> bytes:
+    """Entry ``index``'s JSON line: the stored bytes when ``entries`` has them."""
+    if isinstance(entries, LazyEntries):
+        offsets = entries._view
+        return bytes(entries.blob[offsets[index] : offsets[index + 1]])
+    if isinstance(entries, _Joined):
+        return entries.line(index)
+    return encode_entry(entries[index]) + b"\n"
+
+
+def _joined_lines(lines: list[bytes]) -> tuple[bytes, I64]:
+    bounds = np.zeros(len(lines) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)), out=bounds[1:])
+    return b"".join(lines), bounds
 
 
 def string_rows(

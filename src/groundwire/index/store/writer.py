@@ -3,12 +3,17 @@
 Writing (see ``storage.py``). A new snapshot is written into a private temporary
 sibling ``.<name>.tmp-XXXX/`` (0700; files 0600, ``O_EXCL``, fsynced; then the
 folder), verified by opening it with full checks, and renamed to ``<name>``. An
-existing one is replaced under an ``flock`` on ``<name>/.lock``: the new files are
-written and verified in ``<name>/.tmp-XXXX/``, moved in under their content-addressed
-names (never colliding with different bytes), and then ``manifest.json`` is renamed
-over the old one: a single atomic ``rename(2)``, the moment readers switch. Old files
-and dead writers' temporary folders are deleted after the swap; a folder holding any
-file a writer would not create is never replaced.
+existing one is replaced under an ``flock`` on ``<name>/.lock``: files it already holds
+with the same bytes are kept (verified by this process before, or hashed now: a delta
+save keeps its base segment's files so), the others are written in
+``<name>/.tmp-XXXX/`` and moved in under their content-addressed names (never colliding
+with different bytes, listed by no manifest yet), the new manifest is verified against
+them with full checks, and then ``manifest.json`` is renamed over the old one: a single
+atomic ``rename(2)``, the moment readers switch. Files no manifest lists and dead
+writers' temporary folders are deleted after the swap; a folder holding any file a
+writer would not create is never replaced. A delta index within
+``DELTA_COMPACT_SHARE`` whose base was read from a snapshot is saved as that base plus
+a delta segment (``segments.py``), anything else as one segment.
 
 What a concurrent reader sees: the old manifest with all of its files, or the new one
 with all of its files, never a mix (every file is opened relative to one folder
@@ -24,23 +29,26 @@ keys sorted), and a loaded snapshot saves the bytes it was read from.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from groundwire.config import MAX_SNAPSHOT_JSON_DEPTH
+from groundwire.config import DELTA_COMPACT_SHARE, MAX_SNAPSHOT_JSON_DEPTH
 from groundwire.errors import IndexFormatError, KnowledgeIndexError
+from groundwire.index.builder import links_of
 from groundwire.index.delta import DeltaIndex
 from groundwire.index.lexical import LexicalIndex
-from groundwire.index.parts import Parts, SnapshotSection, known_sections
-from groundwire.index.store import storage
+from groundwire.index.parts import Parts, SnapshotSection, StoredSegment, known_sections
+from groundwire.index.store import checksums, storage
 from groundwire.index.store.codecs import (
     HashedStrings,
     check_json_depth,
@@ -52,6 +60,7 @@ from groundwire.index.store.codecs import (
 )
 from groundwire.index.store.layout import (
     BOOL,
+    DELTA_FEATURE,
     F8,
     FORMAT_VERSION,
     I4,
@@ -63,8 +72,8 @@ from groundwire.index.store.layout import (
     canonical,
     settings_json,
 )
-from groundwire.index.store.reader import load_parts
-from groundwire.index.store.views import SortedIds, SortedPositions
+from groundwire.index.store.reader import load_parts, verify_staged
+from groundwire.index.store.views import SortedIds, SortedPositions, SplicedEntries, line_of
 from groundwire.ingest.validate import combine_digests, entry_digest
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
@@ -135,21 +144,35 @@ def _vocabulary(lexical: LexicalIndex) -> list[storage.Payload]:
 
 
 def _entries(
-    entries: Sequence[KnowledgeEntry], digests: npt.NDArray[np.uint8] | None
+    entries: Sequence[KnowledgeEntry],
+    digests: npt.NDArray[np.uint8] | None,
+    stored: npt.NDArray[np.int64] | None = None,
 ) -> tuple[list[storage.Payload], npt.NDArray[np.uint8]]:
+    """The entry lines, offsets and digests of every entry, or of those at ``stored``
+    positions (a delta segment's); returns them and every entry's digest."""
     if digests is None:
         digests = np.frombuffer(b"".join(map(entry_digest, entries)), np.uint8)
     digests = np.asarray(digests, dtype=np.uint8).reshape(len(entries), 32)
     blob: Any
-    encoded = getattr(entries, "encoded", None)  # a loaded (or updated) snapshot's lines
-    stored = encoded() if encoded is not None else None
     if stored is not None:
-        blob, offsets = stored
+        if isinstance(entries, SplicedEntries):
+            blob, offsets = entries.lines(stored)
+        else:
+            lines = [line_of(entries, at) for at in stored.tolist()]
+            blob, offsets = b"".join(lines), _bounds(lines)
+        payloads = [
+            _blob("entries", blob, "jsonl"),
+            _array("entries.offsets", offsets, I8),
+            _array("entries.digests", digests[stored], U1),
+        ]
+        return payloads, digests
+    encoded = getattr(entries, "encoded", None)  # a loaded (or updated) snapshot's lines
+    found = encoded() if encoded is not None else None
+    if found is not None:
+        blob, offsets = found
     else:
         lines = [encode_entry(entry) + b"\n" for entry in entries]
-        offsets = np.zeros(len(lines) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)), out=offsets[1:])
-        blob = b"".join(lines)
+        blob, offsets = b"".join(lines), _bounds(lines)
     payloads = [
         _blob("entries", blob, "jsonl"),
         _array("entries.offsets", offsets, I8),
@@ -158,21 +181,59 @@ def _entries(
     return payloads, digests
 
 
+def _bounds(lines: Sequence[bytes]) -> npt.NDArray[np.int64]:
+    offsets = np.zeros(len(lines) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)), out=offsets[1:])
+    return offsets
+
+
+def _stored_delta(parts: Parts) -> DeltaIndex | None:
+    """The delta index to store as a base and a delta segment: the base must be the
+    stored segment it was read from, and the delta within ``DELTA_COMPACT_SHARE``
+    (otherwise the save writes the compaction, as an update would make it)."""
+    lexical, stored = parts.lexical, parts.stored
+    if (
+        not isinstance(lexical, DeltaIndex)
+        or stored is None
+        or lexical.base is not stored.lexical
+        or lexical.share > DELTA_COMPACT_SHARE
+    ):
+        return None
+    return lexical
+
+
+def _base(stored: StoredSegment) -> tuple[dict[str, Any], list[storage.Payload]]:
+    """The base segment's record and files: known by name and digest (reused where the
+    target holds them), their content the mapped arrays (written where it does not)."""
+    payloads = []
+    for logical, (name, digest, size, dtype, _) in stored.files.items():
+        data = stored.arrays[logical]
+        if dtype is not None:
+            payload = _array(logical, data, dtype)
+        else:
+            payload = _blob(logical, data, name.rsplit(".", 1)[1])
+        known = (name, digest, size)
+        payloads.append(dataclasses.replace(payload, known=known, slot=f"base/{logical}"))
+    return dict(stored.record), payloads
+
+
 def _phrases(logical: str, index: Mapping[str, tuple[int, ...]]) -> list[storage.Payload]:
     keys = sorted(index)  # build order depends on set iteration; sorted is deterministic
     return [*_strings(f"{logical}.keys", keys), *_csr(logical, [index[k] for k in keys])]
 
 
-def _links(entries: Sequence[KnowledgeEntry]) -> tuple[list[storage.Payload], int]:
+def _links(parts: Parts) -> tuple[list[storage.Payload], int]:
     """Each entry's related then parent ids (duplicates and itself dropped), unresolved:
-    loading keeps those that exist."""
-    rows = [
-        [i for i in dict.fromkeys([*e.related, *([e.parent] if e.parent else [])]) if i != e.id]
-        for e in entries
-    ]
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)), out=indptr[1:])
-    flat = [i for row in rows for i in row]
+    loading keeps those that exist. From ``parts.links`` when known (no entry decoded)."""
+    links = parts.links if parts.links is not None else links_of(parts.entries)
+    n = len(parts.entries)
+    linked = sorted((parts.positions[key], row) for key, row in links.items())
+    sizes = np.zeros(n, dtype=np.int64)
+    for at, row in linked:
+        sizes[at] = len(row)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    flat = [i for _, row in linked for i in row]
     return [_array("links.indptr", indptr, I8), *_strings("links", flat)], len(flat)
 
 
@@ -218,7 +279,14 @@ def _section(section: SnapshotSection) -> tuple[dict[str, Any], list[storage.Pay
 def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
     """The manifest (without its file tables) and every file of a knowledge base."""
     lexical, n = parts.lexical, len(parts.entries)
-    if isinstance(lexical, DeltaIndex):  # a snapshot holds one precomputed segment
+    delta = _stored_delta(parts)
+    added: npt.NDArray[np.int64] | None = None
+    if delta is not None:  # a base segment (reused), its tombstones and a delta segment
+        lexical = delta.delta
+        is_base = np.zeros(n, dtype=bool)
+        is_base[delta.base_to_now[delta.base_to_now >= 0]] = True
+        added = np.flatnonzero(~is_base)
+    elif isinstance(lexical, DeltaIndex):  # one precomputed segment
         lexical = lexical.compacted()
     pairs = int(lexical.pair_seconds.shape[0])
     if n >= 2**31 or len(lexical.vocabulary) + pairs >= 2**31:
@@ -226,8 +294,8 @@ def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
     sorted_ids = isinstance(parts.positions, (SortedIds, SortedPositions))
     ids = list(parts.positions) if sorted_ids else None
     ids = ids if ids is not None else [entry.id for entry in parts.entries]
-    entry_files, digests = _entries(parts.entries, parts.digests)
-    link_files, links = _links(parts.entries)
+    entry_files, digests = _entries(parts.entries, parts.digests, added)
+    link_files, links = _links(parts)
     segment = [
         *_lexical(lexical),
         *_vocabulary(lexical),
@@ -248,6 +316,8 @@ def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
         _array("domain_codes", parts.domain_codes, I4),
         _array("integration_masks", masks, BOOL),
     ]
+    if delta is not None:
+        segment.append(_array("base_to_now", delta.base_to_now, I4))
     sections: dict[str, Any] = {}
     section_files: dict[str, list[storage.Payload]] = {}
     for name in sorted(parts.sections):
@@ -261,18 +331,18 @@ def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
         "magic": MAGIC,
         "format_version": FORMAT_VERSION,
         "writer": _writer(),
-        "features": [],
+        "features": [] if delta is None else [DELTA_FEATURE],
         "settings": settings_json(parts.settings),
         "analyzer_fingerprint": analyzer_fingerprint(Analyzer(parts.settings.analyzer)),
         "fields": list(lexical.fields),
         "counts": {
             "entries": n,
-            "segments": 1,
+            "segments": 1 if delta is None else 2,
             "domains": len(domains),
             "integrations": len(integrations),
             "issues": len(parts.issues),
         },
-        "source_manifest_hash": combine_digests(bytes(row) for row in digests),
+        "source_manifest_hash": combine_digests([np.ascontiguousarray(digests).tobytes()]),
         "phrases": {"ids": parts.phrase_keys[0], "titles": parts.phrase_keys[1]},
         "sections": sections,
         "segments": [
@@ -285,6 +355,7 @@ def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
                     "exact_phrases": len(parts.exact_index),
                     "alias_phrases": len(parts.alias_index),
                     "links": links,
+                    **({} if added is None else {"stored_entries": int(added.shape[0])}),
                 },
                 "stats": {
                     "field_docs": (lengths > 0).sum(axis=1).tolist(),
@@ -293,9 +364,15 @@ def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
             }
         ],
     }
-    payloads = [*top, *segment, *(p for ps in section_files.values() for p in ps)]
+    base: list[storage.Payload] = []
+    if delta is not None:
+        assert parts.stored is not None
+        record, base = _base(parts.stored)
+        body["segments"] = [record, *body["segments"]]  # type: ignore[misc]
+    payloads = [*top, *base, *segment, *(p for ps in section_files.values() for p in ps)]
     body["_layout"] = {
         "top": [p.logical for p in top],
+        "base": [p.slot for p in base],
         "segment": [p.logical for p in segment],
         "sections": {name: [p.logical for p in ps] for name, ps in section_files.items()},
     }
@@ -307,13 +384,18 @@ def _manifest_bytes(body: dict[str, Any], files: dict[str, Any]) -> bytes:
     manifest = {k: v for k, v in body.items() if k != "_layout"}
     layout = body["_layout"]
     manifest["files"] = {name: _digest_record(files[name]) for name in layout["top"]}
-    segment = dict(manifest["segments"][0])
+    segment = dict(manifest["segments"][-1])
     segment["files"] = {name: _digest_record(files[name]) for name in layout["segment"]}
     segment["sections"] = {
         section: {"files": {name.rsplit(".", 1)[1]: _digest_record(files[name]) for name in names}}
         for section, names in layout["sections"].items()
     }
-    manifest["segments"] = [segment]
+    if layout["base"]:
+        base = dict(manifest["segments"][0])
+        base["files"] = {slot[5:]: _digest_record(files[slot]) for slot in layout["base"]}
+        manifest["segments"] = [base, segment]
+    else:
+        manifest["segments"] = [segment]
     manifest["manifest_sha256"] = hashlib.sha256(canonical(manifest)).hexdigest()
     return (json.dumps(manifest, ensure_ascii=False, indent=1) + "\n").encode()
 
@@ -386,11 +468,30 @@ def _create(target: Path, body: dict[str, Any], payloads: Sequence[storage.Paylo
 
 
 def _replace(target: Path, body: dict[str, Any], payloads: Sequence[storage.Payload]) -> None:
-    """Replace the snapshot at ``target``: move the new files in, then swap the manifest."""
+    """Replace the snapshot at ``target``: files it already holds with the same bytes are
+    kept (verified by this process before, or hashed now), the others written in a
+    private folder and moved in under names no manifest lists yet, the new manifest
+    verified against them (full checks), then swapped in; unlisted files are deleted."""
     with storage.lock(target):
         _check_target(target)  # re-check under the lock
         with storage.locked_temp(target, storage.TMP_PREFIX) as temp:
-            names = _prepare(temp, body, payloads)
-            storage.move_objects(temp, target, sorted(names))
+            before = set(os.listdir(target))
+            dir_fd = storage.open_dir(target)
+            try:
+                files = storage.write_files(temp, payloads, partial(checksums.holds, dir_fd))
+            finally:
+                os.close(dir_fd)
+            written = sorted({item["file"] for item in files.values() if not item.get("reused")})
+            manifest = _manifest_bytes(body, files)
+            storage.move_objects(temp, target, written)
+            try:
+                verify_staged(target, manifest)
+            except BaseException:
+                for name in written:
+                    if name not in before:  # ours alone: no manifest lists it
+                        with contextlib.suppress(OSError):
+                            (target / name).unlink()
+                raise
+            storage.write_manifest(temp, manifest)
             storage.swap_manifest(temp, target)
-            storage.collect_garbage(target, names)
+            storage.collect_garbage(target, {item["file"] for item in files.values()})
