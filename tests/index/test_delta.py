@@ -28,12 +28,28 @@ def build(content: dict[str, tuple[str, str]], index: IndexSettings) -> Knowledg
 
 
 def same_scores(a: KnowledgeBase, b: KnowledgeBase) -> None:
-    """The lexical scores of every query, for every document, agree to the bit."""
+    """The lexical scores of every query, for every document, agree to the bit; on a
+    delta index, its numpy path (no merge kernel) agrees too."""
+    want = {}
     for query in QUERIES:
         terms = a.analyzer.tokens(query)
         left, right = a._lexical.score(terms), b.lexical.score(terms)
-        assert np.array_equal(*(s.matched()[0] for s in (left, right)))
-        assert np.array_equal(*(s.matched()[1] for s in (left, right)))
+        want[query] = (right.matched()[0], right.matched()[1].view(np.uint64))
+        assert np.array_equal(left.matched()[0], want[query][0])
+        assert np.array_equal(left.matched()[1].view(np.uint64), want[query][1])
+    lexical = a._lexical
+    if not isinstance(lexical, DeltaIndex):
+        return
+    with pytest.MonkeyPatch.context() as patched:  # a twin that never saw the kernel
+        patched.setattr(merge, "available", lambda: False)
+        numpy = DeltaIndex(lexical.base, lexical.base_to_now, lexical.delta, lexical.settings)
+        assert numpy._segments() is None
+        for query, (docs, bits) in want.items():
+            ids = lexical.query_ids(a.analyzer.tokens(query))
+            found = numpy.score_ids(ids)
+            assert np.array_equal(found.matched()[0], docs)
+            assert np.array_equal(found.matched()[1].view(np.uint64), bits)
+            assert numpy.top(ids, 7) == lexical.top(ids, 7)
 
 
 # A word repeated 300 times overflows its frequency byte (255 means "see overflow").
@@ -186,3 +202,33 @@ def test_threads_searching_one_delta_index_while_it_compacts() -> None:
         thread.join(60)
     assert not errors, errors[0]
     same(updated.compacted(), scratch)
+
+
+def test_many_overflowing_frequencies_in_one_query_row() -> None:
+    """More overflowing frequencies (a byte of 255) in a row than the kernel first makes
+    room for: it retries with room for all, and the scores stay exact."""
+    content = {f"d{n:03d}": ("alpha " * (250 + n), "beta " * (300 + n)) for n in range(90)}
+    kb = build(content, FIELDS)
+    changes = {f"n{n:03d}": ("alpha " * (260 + n), "beta gamma") for n in range(80)}
+    updated = kb.update([Document(i, t, b) for i, (t, b) in changes.items()], compact=False)
+    assert isinstance(updated._lexical, DeltaIndex)
+    content.update(changes)
+    scratch = build(content, FIELDS)
+    for query in ("alpha", "beta", "alpha beta gamma"):
+        left, right = updated.search(query, 200), scratch.search(query, 200)
+        assert [(h.id, h.score) for h in left] == [(h.id, h.score) for h in right], query
+    same_scores(updated, scratch)
+
+
+def test_a_document_in_both_segments_is_refused() -> None:
+    """The kernel refuses rows whose segments both hold a document (damaged input)."""
+    content = {f"d{n:02d}": ("alpha", "beta gamma") for n in range(20)}
+    kb = build(content, document_settings())
+    delta = kb.update([Document("d03", "alpha", "beta")], compact=False)._lexical
+    assert isinstance(delta, DeltaIndex)
+    if not merge.available():
+        pytest.skip("merge kernel not compiled")
+    alive = np.arange(delta.base_to_now.shape[0], dtype=np.int32)  # d03 not tombstoned
+    damaged = DeltaIndex(delta.base, alive, delta.delta, delta.settings)
+    with pytest.raises(IndexFormatError, match="out of range"):
+        damaged.top(damaged.query_ids(["alpha"]), 5)

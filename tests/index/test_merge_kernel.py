@@ -123,10 +123,22 @@ def test_damaged_rows_are_refused() -> None:
             [(none, none)],
             np.ones(1),
             np.ones((2, 1)),
-            np.ones(1),
+            [np.ones(3)],
             True,
             1.2,
         )
+
+
+@pytest.mark.parametrize("bm25f", [True, False])
+def test_a_document_frequency_outside_the_idf_table_is_refused(bm25f: bool) -> None:
+    indptr = np.array([0, 2], dtype=np.int64)
+    docs = np.array([0, 1], dtype=np.int32)
+    counts = [(0, np.ones(2, dtype=np.uint8))]
+    none = np.empty(0, dtype=np.int64)
+    args = (indptr, docs, counts, [(none, none)], np.ones(1), np.ones((2, 1)))
+    assert _merge.score_rows(*args, [np.ones(3)], bm25f, 1.2).shape == (2,)
+    with pytest.raises(ValueError, match="out of range"):
+        _merge.score_rows(*args, [np.ones(2)], bm25f, 1.2)  # df 2 needs 3 entries
 
 
 @pytest.mark.parametrize("threads", [2, 3, 7])
@@ -140,7 +152,7 @@ def test_scoring_in_threads_equals_one_thread(threads: int) -> None:
     counts = [(f.start, f.counts) for f in lex.frequencies]
     overflow = [(f.overflow_at, f.overflow_tf) for f in lex.frequencies]
     norms = np.linspace(0.5, 2.0, n_docs * len(counts)).reshape(n_docs, len(counts))
-    idf = np.linspace(0.1, 3.0, lex.indptr.shape[0] - 1)
+    idf = [np.linspace(0.1, 3.0, n_docs + 1)]  # per document frequency
     args = (lex.indptr, lex.docs, counts, overflow, lex.weights, norms, idf, True, 1.2)
     one = _merge.score_rows(*args, threads=1)
     assert np.array_equal(_merge.score_rows(*args, threads=threads), one)

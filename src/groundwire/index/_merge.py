@@ -1,8 +1,9 @@
 """ctypes binding of the optional merge kernel (``_merge.c``, built by ``hatch_build.py``).
 
-:func:`merge_rows`, :func:`row_df` and :func:`score_rows` are the linear passes of an
-update (and of a batched build): renumber and merge postings, count document
-frequencies, score every posting. Without the compiled library (no C compiler at
+:func:`merge_rows` and :func:`score_rows` are the linear passes of an update (and of a
+batched build): renumber and merge postings, score every posting (counting each row's
+document frequencies on the way). :func:`delta_rows` gathers, merges and scores a delta
+index's query rows in one pass. Without the compiled library (no C compiler at
 install, ``GROUNDWIRE_NO_KERNEL=1``) :func:`available` is False and ``index/merge.py``
 uses its numpy path, whose results are identical (tested).
 """
@@ -20,14 +21,15 @@ import numpy.typing as npt
 
 from groundwire.index._native import NativeLibrary
 
-__all__ = ["Bytes", "available", "merge_rows", "row_df", "score_rows"]
+__all__ = ["Bytes", "Segment", "available", "delta_rows", "merge_rows", "score_rows"]
 
-_ABI_VERSION = 2  # GW_MERGE_ABI in _merge.c
+_ABI_VERSION = 3  # GW_MERGE_ABI in _merge.c
 _P, _I64, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 U8 = npt.NDArray[np.uint8]
+_OVERFLOW_GUESS = 64  # overflowing frequencies per field room is first made for (then all)
 
 
 class _Bytes(ctypes.Structure):
@@ -47,11 +49,12 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.gw_merge_rows.argtypes = [_I64, _P, _P, _P, _P, _I64, _I64, _P, _P, _P, _P]
     lib.gw_merge_rows.argtypes += [_I64, _P, _P, _P, _P, _I64, _I64, _P, _P, _P]
     lib.gw_merge_rows.restype = _I64
-    lib.gw_row_df.argtypes = [_I64, _P, _I64, _P, _P]
-    lib.gw_row_df.restype = None
     lib.gw_score_rows.argtypes = [_I64, _I64, _I64, _P, _P, _I64, _I64, _P, _P, _P, _P]
-    lib.gw_score_rows.argtypes += [_P, _P, _P, _I64, _F64, _P]
+    lib.gw_score_rows.argtypes += [_P, _P, _P, _P, _I64, _F64, _P]
     lib.gw_score_rows.restype = _I64
+    lib.gw_delta_rows.argtypes = [_P, _P, _I64, _P, _I64, _I64, _I64, _P, _P, _P, _P, _P]
+    lib.gw_delta_rows.argtypes += [_I64, _F64, _I64, _P, _P, _P, _I64, _P, _P, _P, _P]
+    lib.gw_delta_rows.restype = _I64
     return lib
 
 
@@ -138,12 +141,23 @@ def merge_rows(
     return indptr, docs[:written], [c[:written] for c in counts], moved, new_out
 
 
-def row_df(indptr: I64, counts: Sequence[Bytes]) -> I64:
-    """Per field and row, the postings whose frequency is not 0 (``[fields, rows]``)."""
-    n_rows = indptr.shape[0] - 1
-    out = np.empty((len(counts), n_rows), dtype=np.int64)
-    _lib().gw_row_df(n_rows, _ptr(indptr), len(counts), _bytes(counts), _ptr(out))
-    return out
+class _Scoring:
+    """The scoring arguments shared by ``gw_score_rows`` and ``gw_delta_rows``: field
+    weights, ``[docs, fields]`` norms, idf tables and their lengths, the mode and k1."""
+
+    __slots__ = ("_keep", "arguments")
+
+    def __init__(
+        self,
+        weights: npt.NDArray[np.float64],
+        norms: npt.NDArray[np.float64],
+        idf: Sequence[npt.NDArray[np.float64]],
+        bm25f: bool,
+        k1: float,
+    ) -> None:
+        tables, lengths = _pointers(idf), np.array([t.shape[0] for t in idf], dtype=np.int64)
+        self._keep = (weights, norms, list(idf), tables, lengths)
+        self.arguments = (_ptr(weights), _ptr(norms), tables, _ptr(lengths), int(bm25f), k1)
 
 
 def score_rows(
@@ -153,20 +167,21 @@ def score_rows(
     overflow: Sequence[tuple[I64, I64]],
     weights: npt.NDArray[np.float64],
     norms: npt.NDArray[np.float64],
-    idf: npt.NDArray[np.float64],
+    idf: Sequence[npt.NDArray[np.float64]],
     bm25f: bool,
     k1: float,
     threads: int = 1,
 ) -> npt.NDArray[np.float64]:
     """Every posting's score (see ``gw_score_rows``); ``norms`` is ``[docs, fields]``,
-    ``idf`` per row (bm25f) or ``[fields, rows]``. With ``threads`` > 1 the rows are
-    cut into that many runs of about equal postings, scored at once (ctypes releases
-    the GIL during each call)."""
+    ``idf`` the idf of each document frequency ``0..len - 1``: one table (bm25f) or one
+    per field. With ``threads`` > 1 the rows are cut into that many runs of about equal
+    postings, scored at once (ctypes releases the GIL during each call)."""
     scores = np.empty(docs.shape[0], dtype=np.float64)
     n_rows = indptr.shape[0] - 1
     n_ovf = np.array([at.shape[0] for at, _ in overflow], dtype=np.int64)
     tables = (_bytes(counts), _pointers([at for at, _ in overflow]))
     tfs = _pointers([tf for _, tf in overflow])
+    scoring = _Scoring(weights, norms, idf, bm25f, k1)
     lib = _lib()
 
     def run(bounds: tuple[int, int]) -> int:
@@ -183,11 +198,7 @@ def score_rows(
                 tables[1],
                 tfs,
                 _ptr(n_ovf),
-                _ptr(weights),
-                _ptr(norms),
-                _ptr(idf),
-                1 if bm25f else 0,
-                k1,
+                *scoring.arguments,
                 _ptr(scores),
             )
         )
@@ -201,5 +212,107 @@ def score_rows(
         with ThreadPoolExecutor(len(runs)) as pool:
             failed = list(pool.map(run, runs))
     if any(failed):
-        raise ValueError("a posting's document is out of range (damaged input)")
+        raise ValueError("a posting's document or frequency is out of range (damaged input)")
     return scores
+
+
+class _Segment(ctypes.Structure):
+    """``gw_segment`` in _merge.c."""
+
+    _fields_: ClassVar[list[tuple[str, Any]]] = [
+        ("docs", _P),
+        ("n_postings", _I64),
+        ("counts", _P),
+        ("ovf_at", _P),
+        ("ovf_tf", _P),
+        ("n_ovf", _P),
+    ]
+
+
+class Segment:
+    """One segment's postings as ``gw_delta_rows`` reads them (made once per segment: it
+    keeps the arrays it points to alive)."""
+
+    __slots__ = ("_keep", "n_fields", "struct")
+
+    def __init__(self, docs: I32, counts: Sequence[Bytes], overflow: Sequence[tuple[I64, I64]]):
+        if docs.dtype != np.int32 or len(counts) != len(overflow):
+            raise TypeError("a segment needs int32 documents and one overflow table per field")
+        n_ovf = np.array([at.shape[0] for at, _ in overflow], dtype=np.int64)
+        parts = (
+            _bytes(counts),
+            _pointers([at for at, _ in overflow]),
+            _pointers([tf for _, tf in overflow]),
+        )
+        self._keep = (docs, list(counts), list(overflow), n_ovf, parts)
+        self.struct = _Segment(
+            _ptr(docs),
+            docs.shape[0],
+            ctypes.addressof(parts[0]),
+            ctypes.addressof(parts[1]),
+            ctypes.addressof(parts[2]),
+            _ptr(n_ovf),
+        )
+        self.n_fields = len(counts)
+
+
+#: ``delta_rows``' output: indptr, docs, per field the frequency bytes and the overflowing
+#: frequencies (positions, values), and the scores.
+Gathered = tuple[I64, I32, list[U8], list[tuple[I64, I64]], npt.NDArray[np.float64]]
+
+
+def delta_rows(
+    base: Segment,
+    base_to_now: I32,
+    delta: Segment,
+    n_docs: int,
+    spans: I64,
+    weights: npt.NDArray[np.float64],
+    norms: npt.NDArray[np.float64],
+    idf: Sequence[npt.NDArray[np.float64]],
+    bm25f: bool,
+    k1: float,
+) -> Gathered:
+    """A delta index's query rows gathered, merged and scored (see ``gw_delta_rows``):
+    ``spans`` holds per row its base postings ``lo, hi`` and its delta postings ``lo, hi``.
+    Raises ValueError for damaged input."""
+    n_rows, n_fields = spans.shape[0] // 4, base.n_fields
+    capacity = int((spans[1::4] - spans[0::4]).sum() + (spans[3::4] - spans[2::4]).sum())
+    ovf_capacity = _OVERFLOW_GUESS
+    lib = _lib()
+    scoring = _Scoring(weights, norms, idf, bm25f, k1)
+    while True:
+        indptr = np.empty(n_rows + 1, dtype=np.int64)
+        docs = np.empty(capacity, dtype=np.int32)
+        counts = [np.empty(capacity, dtype=np.uint8) for _ in range(n_fields)]
+        ovf_at = [np.empty(ovf_capacity, dtype=np.int64) for _ in range(n_fields)]
+        ovf_tf = [np.empty(ovf_capacity, dtype=np.int64) for _ in range(n_fields)]
+        n_ovf = np.empty(n_fields, dtype=np.int64)
+        scores = np.empty(capacity, dtype=np.float64)
+        written = lib.gw_delta_rows(
+            ctypes.byref(base.struct),
+            _ptr(base_to_now),
+            base_to_now.shape[0],
+            ctypes.byref(delta.struct),
+            n_docs,
+            n_fields,
+            n_rows,
+            _ptr(spans),
+            *scoring.arguments,
+            capacity,
+            _ptr(indptr),
+            _ptr(docs),
+            _pointers(counts),
+            ovf_capacity,
+            _pointers(ovf_at),
+            _pointers(ovf_tf),
+            _ptr(n_ovf),
+            _ptr(scores),
+        )
+        if written != -2 or ovf_capacity >= capacity:
+            break
+        ovf_capacity = capacity  # every posting overflowing: the bound
+    if written < 0:
+        raise ValueError("the delta index's rows are inconsistent (damaged input)")
+    overflow = [(ovf_at[f][: n_ovf[f]], ovf_tf[f][: n_ovf[f]]) for f in range(n_fields)]
+    return indptr, docs[:written], [c[:written] for c in counts], overflow, scores[:written]

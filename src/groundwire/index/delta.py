@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundwire.config import IndexSettings
-from groundwire.index import merge
+from groundwire.index import _merge, merge
 from groundwire.index.lexical import (
     SKIP,
     TF_OVERFLOW,
@@ -50,6 +50,7 @@ from groundwire.index.lexical import (
     MaskArray,
     QueryScores,
     _check_docs,
+    _damaged,
 )
 
 __all__ = ["DeltaIndex", "empty_delta"]
@@ -268,21 +269,17 @@ class DeltaIndex:
         return mini, [slot[i] for i in ids]
 
     def _gathered(self, distinct: Sequence[int]) -> LexicalIndex:
-        from groundwire.index.lexical_builder import assembled, frequencies_of, rows_of
+        from groundwire.index.lexical_builder import assembled, rows_of
 
-        rows, docs, tfs = self._postings(distinct)
-        sizes = np.bincount(rows, minlength=len(distinct)).astype(np.int64)
-        indptr = np.zeros(len(distinct) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=indptr[1:])
-        all_docs, all_tf = docs.astype(np.int32), tfs
-        total = int(all_docs.shape[0])
         vocabulary = _Rows(len(distinct))
-        if not merge.available():  # the builder's numpy path over the gathered postings
+        segments = self._segments()
+        if segments is None:  # the builder's numpy path over the gathered postings
+            rows, docs, tfs = self._postings(distinct)
             scale = max(self.doc_count, 1)
             postings = []
-            for tf in all_tf:
+            for tf in tfs:
                 pick = tf > 0
-                postings.append((rows[pick] * scale + all_docs[pick], tf[pick]))
+                postings.append((rows[pick] * scale + docs[pick], tf[pick]))
             return rows_of(
                 self.fields,
                 self.settings,
@@ -292,23 +289,80 @@ class DeltaIndex:
                 self.lengths,
                 has_pairs=False,
             )
-        every = np.arange(total, dtype=np.int64)
-        frequencies = [frequencies_of(tf, every, 0, total) for tf in all_tf]
-        scores = merge.scored(
-            self.settings, self.weights, indptr, all_docs, frequencies, self._norms(), self.stats
-        )
+        spans = self._row_spans(distinct)
+        bm25f = self.scoring == "bm25f"
+        sizes = spans[1::4] - spans[0::4] + spans[3::4] - spans[2::4]
+        tables = self._idf(int(sizes.max(initial=0)))  # a row's df <= its postings
+        try:
+            indptr, row_docs, counts, overflow, scores = _merge.delta_rows(
+                segments[0],
+                segments[1],
+                segments[2],
+                self.doc_count,
+                spans,
+                self.weights,
+                self._norms(),
+                tables,
+                bm25f,
+                self.k1,
+            )
+        except ValueError:
+            raise _damaged() from None
+        frequencies = [
+            FieldFrequencies(0, c, at, tf) for c, (at, tf) in zip(counts, overflow, strict=True)
+        ]
         return assembled(
             self.fields,
             self.settings,
             vocabulary,
             _NO_KEYS,
             indptr,
-            all_docs,
+            row_docs,
             scores,
             frequencies,
             self.lengths,
             self.stats,
         )
+
+    def _segments(self) -> tuple[_merge.Segment, npt.NDArray[np.int32], _merge.Segment] | None:
+        """Both segments as the merge kernel reads them, and the tombstone map (made once);
+        None without the kernel (or for arrays it does not read: then numpy runs)."""
+        state = self._state
+        if "segments" not in state:
+            made = None
+            if merge.available():
+                try:
+                    made = (
+                        _segment(self.base),
+                        np.ascontiguousarray(self.base_to_now, dtype=np.int32),
+                        _segment(self.delta),
+                    )
+                except TypeError:
+                    made = None
+            state["segments"] = made  # racing threads make equal ones
+        segments: tuple[_merge.Segment, npt.NDArray[np.int32], _merge.Segment] | None
+        segments = state["segments"]
+        return segments
+
+    def _idf(self, largest: int) -> list[FloatArray]:
+        """idf tables (``merge.idf_tables``) covering document frequencies up to
+        ``largest``: grown by doubling, so their size follows the largest query row."""
+        state = self._state
+        tables: list[FloatArray] | None = state.get("idf")
+        if tables is None or tables[0].shape[0] <= largest:
+            size = max(largest + 1, 2 * (0 if tables is None else tables[0].shape[0]), 64)
+            tables = state["idf"] = merge.idf_tables(self.scoring == "bm25f", self.stats, size)
+        return tables
+
+    def _row_spans(self, distinct: Sequence[int]) -> I64:
+        """Per query row: its base postings ``lo, hi`` and its delta postings ``lo, hi``."""
+        base, delta = self.base._bounds, self.delta._bounds
+        out: list[int] = []
+        for row in distinct:
+            b, d = self._segment_rows(row)
+            out += (base[b], base[b + 1]) if b >= 0 else (0, 0)
+            out += (delta[d], delta[d + 1]) if d >= 0 else (0, 0)
+        return np.array(out, dtype=np.int64)
 
     def _norms(self) -> FloatArray:
         state = self._state
@@ -352,6 +406,23 @@ class DeltaIndex:
             for b, d in zip(self.base.frequencies, self.delta.frequencies, strict=True)
         ]
         return rows[order], docs[order], tfs
+
+
+def _segment(index: LexicalIndex) -> _merge.Segment:
+    """A segment's postings for the merge kernel (TypeError: arrays it does not read)."""
+    if index.docs.dtype != np.int32:
+        raise TypeError(f"the kernel reads int32 documents, not {index.docs.dtype}")
+    return _merge.Segment(
+        np.ascontiguousarray(index.docs),
+        [(f.start, np.ascontiguousarray(f.counts, dtype=np.uint8)) for f in index.frequencies],
+        [
+            (
+                np.ascontiguousarray(f.overflow_at, dtype=np.int64),
+                np.ascontiguousarray(f.overflow_tf, dtype=np.int64),
+            )
+            for f in index.frequencies
+        ],
+    )
 
 
 def _spans(indptr: npt.NDArray[np.int64], rows: Sequence[int]) -> tuple[I64, I64]:

@@ -5,8 +5,8 @@ document and row (both maps ascending), merges in the new entries' postings, and
 every posting again from the new statistics. :func:`merged_index` does the first part in
 one pass over the old rows (:func:`_merge.merge_rows`) and :func:`scores_of` the second
 (:func:`_merge.score_rows`), with the numpy builder's very expressions (idf and length
-norms are computed by numpy per row and per document, then combined per posting with
-the same operations in the same order), so the result is bit for bit the one of
+norms are computed by numpy per document frequency and per document, then combined per
+posting with the same operations in the same order), so the result is bit for bit the one of
 ``lexical_builder.rows_of`` — the numpy path used when the kernel is not compiled, and
 the reference the tests compare it with. Both cost ``O(postings)`` without a sort and
 without numpy's per-posting temporaries (a full-width int64 key, a float64 norm, ... per
@@ -33,7 +33,7 @@ from groundwire.index.lexical import (
     norm,
 )
 
-__all__ = ["available", "doc_norms", "merged_index", "scored", "scores_of"]
+__all__ = ["available", "doc_norms", "idf_tables", "merged_index", "scored", "scores_of"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -79,23 +79,39 @@ def scored(
     norms: FloatArray,
     stats: FieldStats,
 ) -> FloatArray:
-    """:func:`scores_of` with the per-document ``norms`` of :func:`doc_norms` given (a
-    delta segment's queries reuse them); document frequencies are counted per row."""
-    k1 = float(settings.k1)
+    """:func:`scores_of` with the per-document ``norms`` of :func:`doc_norms` given;
+    document frequencies are counted per row by the kernel, their idf looked up in
+    :func:`idf_tables` (memory: one double per possible document frequency, not per row)."""
     bm25f = settings.scoring == "bm25f"
     counts = [(freq.start, freq.counts) for freq in frequencies]
-    if bm25f:
-        row_idf = idf(float(stats.n_docs), np.diff(indptr).astype(np.float64))
-    else:
-        df = _merge.row_df(indptr, counts).astype(np.float64)
-        row_idf = np.empty_like(df)
-        for f in range(len(frequencies)):
-            row_idf[f] = idf(float(stats.doc_count[f]), df[f])
     overflow = [(freq.overflow_at, freq.overflow_tf) for freq in frequencies]
     threads = SCORING_THREADS if docs.shape[0] >= PARALLEL_SCORING_POSTINGS else 1
     return _merge.score_rows(
-        indptr, docs, counts, overflow, weights, norms, row_idf, bm25f, k1, threads
+        indptr,
+        docs,
+        counts,
+        overflow,
+        weights,
+        norms,
+        idf_tables(bm25f, stats),
+        bm25f,
+        float(settings.k1),
+        threads,
     )
+
+
+def idf_tables(bm25f: bool, stats: FieldStats, size: int | None = None) -> list[FloatArray]:
+    """The idf of each document frequency ``0..N`` (at most ``size`` of them) with the
+    builder's expression (``lexical.idf`` over an array, so each value is the one the
+    builder computes for a row of that frequency): for bm25f one table over all ``N``
+    documents, else one per field over its ``N_f`` non-empty documents (a row's postings
+    holding a term in a field are documents where the field is non-empty)."""
+    totals = [stats.n_docs] if bm25f else [int(n) for n in stats.doc_count]
+    out = []
+    for total in totals:
+        length = total + 1 if size is None else min(size, total + 1)
+        out.append(idf(float(total), np.arange(length, dtype=np.float64)))
+    return out
 
 
 def merged_index(
