@@ -16,7 +16,7 @@ from tests.index.test_update import QUERIES, WORDS, same
 
 from groundwire import Document, IndexFormatError, IndexSettings, KnowledgeBase
 from groundwire.config import document_settings
-from groundwire.index import merge
+from groundwire.index import delta_rows, merge
 from groundwire.index.delta import DeltaIndex
 
 FIELDS = dataclasses.replace(document_settings(), scoring="fields")
@@ -43,7 +43,7 @@ def same_scores(a: KnowledgeBase, b: KnowledgeBase) -> None:
     with pytest.MonkeyPatch.context() as patched:  # a twin that never saw the kernel
         patched.setattr(merge, "available", lambda: False)
         numpy = DeltaIndex(lexical.base, lexical.base_to_now, lexical.delta, lexical.settings)
-        assert numpy._segments() is None
+        assert numpy._scorer() is None
         for query, (docs, bits) in want.items():
             ids = lexical.query_ids(a.analyzer.tokens(query))
             found = numpy.score_ids(ids)
@@ -232,3 +232,27 @@ def test_a_document_in_both_segments_is_refused() -> None:
     damaged = DeltaIndex(delta.base, alive, delta.delta, delta.settings)
     with pytest.raises(IndexFormatError, match="out of range"):
         damaged.top(damaged.query_ids(["alpha"]), 5)
+
+
+def test_the_row_cache_stays_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scored rows are reused across queries, never past DELTA_ROW_CACHE_POSTINGS, and
+    answers from the cache equal answers rescored and a build from scratch."""
+    if not merge.available():
+        pytest.skip("merge kernel not compiled")
+    monkeypatch.setattr(delta_rows, "DELTA_ROW_CACHE_POSTINGS", 40)
+    content = {f"d{n:02d}": (WORDS[n % 10], " ".join(WORDS[n % 6 :])) for n in range(40)}
+    kb = build(content, FIELDS)
+    changes = {"d02": ("omega kappa", "alpha beta"), "x": ("tau", "gamma delta gamma")}
+    updated = kb.update([Document(i, t, b) for i, (t, b) in changes.items()], compact=False)
+    lexical = updated._lexical
+    assert isinstance(lexical, DeltaIndex)
+    content.update(changes)
+    scratch = build(content, FIELDS)
+    for _ in range(2):  # the second time, rows come from the cache
+        for query in QUERIES:
+            left, right = updated.search(query, 30), scratch.search(query, 30)
+            assert [(h.id, h.score) for h in left] == [(h.id, h.score) for h in right], query
+            scorer = lexical._scorer()
+            assert scorer is not None
+            assert 0 < scorer.cached_postings <= 40
+            lexical._state["minis"].clear()  # query row sets: not what this test is about

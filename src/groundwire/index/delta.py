@@ -38,7 +38,8 @@ import numpy as np
 import numpy.typing as npt
 
 from groundwire.config import IndexSettings
-from groundwire.index import _merge, merge
+from groundwire.index import merge
+from groundwire.index.delta_rows import RowScorer
 from groundwire.index.lexical import (
     SKIP,
     TF_OVERFLOW,
@@ -50,7 +51,6 @@ from groundwire.index.lexical import (
     MaskArray,
     QueryScores,
     _check_docs,
-    _damaged,
 )
 
 __all__ = ["DeltaIndex", "empty_delta"]
@@ -108,7 +108,13 @@ class DeltaIndex:
 
     def __post_init__(self) -> None:
         object.__setattr__(
-            self, "_state", {"minis": {}, "lock": threading.Lock(), "cache_lock": threading.Lock()}
+            self,
+            "_state",
+            {
+                "minis": {},
+                "lock": threading.Lock(),
+                "cache_lock": threading.Lock(),
+            },
         )
 
     # What a LexicalIndex reader shows.
@@ -269,11 +275,11 @@ class DeltaIndex:
         return mini, [slot[i] for i in ids]
 
     def _gathered(self, distinct: Sequence[int]) -> LexicalIndex:
-        from groundwire.index.lexical_builder import assembled, rows_of
+        from groundwire.index.lexical_builder import rows_of
 
         vocabulary = _Rows(len(distinct))
-        segments = self._segments()
-        if segments is None:  # the builder's numpy path over the gathered postings
+        scorer = self._scorer()
+        if scorer is None:  # the builder's numpy path over the gathered postings
             rows, docs, tfs = self._postings(distinct)
             scale = max(self.doc_count, 1)
             postings = []
@@ -289,70 +295,22 @@ class DeltaIndex:
                 self.lengths,
                 has_pairs=False,
             )
-        spans = self._row_spans(distinct)
-        bm25f = self.scoring == "bm25f"
-        sizes = spans[1::4] - spans[0::4] + spans[3::4] - spans[2::4]
-        tables = self._idf(int(sizes.max(initial=0)))  # a row's df <= its postings
-        try:
-            indptr, row_docs, counts, overflow, scores = _merge.delta_rows(
-                segments[0],
-                segments[1],
-                segments[2],
-                self.doc_count,
-                spans,
-                self.weights,
-                self._norms(),
-                tables,
-                bm25f,
-                self.k1,
-            )
-        except ValueError:
-            raise _damaged() from None
-        frequencies = [
-            FieldFrequencies(0, c, at, tf) for c, (at, tf) in zip(counts, overflow, strict=True)
-        ]
-        return assembled(
-            self.fields,
-            self.settings,
-            vocabulary,
-            _NO_KEYS,
-            indptr,
-            row_docs,
-            scores,
-            frequencies,
-            self.lengths,
-            self.stats,
-        )
+        return scorer.gathered(distinct, vocabulary, self._row_spans, self._norms())
 
-    def _segments(self) -> tuple[_merge.Segment, npt.NDArray[np.int32], _merge.Segment] | None:
-        """Both segments as the merge kernel reads them, and the tombstone map (made once);
-        None without the kernel (or for arrays it does not read: then numpy runs)."""
+    def _scorer(self) -> RowScorer | None:
+        """The merge kernel's scorer of this index's query rows (made once); None without
+        the kernel or for arrays it does not read (then the numpy path runs)."""
         state = self._state
-        if "segments" not in state:
+        if "scorer" not in state:
             made = None
             if merge.available():
                 try:
-                    made = (
-                        _segment(self.base),
-                        np.ascontiguousarray(self.base_to_now, dtype=np.int32),
-                        _segment(self.delta),
-                    )
+                    made = RowScorer(self)
                 except TypeError:
                     made = None
-            state["segments"] = made  # racing threads make equal ones
-        segments: tuple[_merge.Segment, npt.NDArray[np.int32], _merge.Segment] | None
-        segments = state["segments"]
-        return segments
-
-    def _idf(self, largest: int) -> list[FloatArray]:
-        """idf tables (``merge.idf_tables``) covering document frequencies up to
-        ``largest``: grown by doubling, so their size follows the largest query row."""
-        state = self._state
-        tables: list[FloatArray] | None = state.get("idf")
-        if tables is None or tables[0].shape[0] <= largest:
-            size = max(largest + 1, 2 * (0 if tables is None else tables[0].shape[0]), 64)
-            tables = state["idf"] = merge.idf_tables(self.scoring == "bm25f", self.stats, size)
-        return tables
+            state["scorer"] = made  # racing threads make equal ones
+        scorer: RowScorer | None = state["scorer"]
+        return scorer
 
     def _row_spans(self, distinct: Sequence[int]) -> I64:
         """Per query row: its base postings ``lo, hi`` and its delta postings ``lo, hi``."""
@@ -406,23 +364,6 @@ class DeltaIndex:
             for b, d in zip(self.base.frequencies, self.delta.frequencies, strict=True)
         ]
         return rows[order], docs[order], tfs
-
-
-def _segment(index: LexicalIndex) -> _merge.Segment:
-    """A segment's postings for the merge kernel (TypeError: arrays it does not read)."""
-    if index.docs.dtype != np.int32:
-        raise TypeError(f"the kernel reads int32 documents, not {index.docs.dtype}")
-    return _merge.Segment(
-        np.ascontiguousarray(index.docs),
-        [(f.start, np.ascontiguousarray(f.counts, dtype=np.uint8)) for f in index.frequencies],
-        [
-            (
-                np.ascontiguousarray(f.overflow_at, dtype=np.int64),
-                np.ascontiguousarray(f.overflow_tf, dtype=np.int64),
-            )
-            for f in index.frequencies
-        ],
-    )
 
 
 def _spans(indptr: npt.NDArray[np.int64], rows: Sequence[int]) -> tuple[I64, I64]:
