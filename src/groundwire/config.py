@@ -302,6 +302,8 @@ DELTA_COMPACT_SHARE: Final = 0.1
 #: Postings of a delta index's rescored query rows kept for later queries (index/delta.py):
 #: ~15 bytes each, so 4M is ~60 MiB; frequent terms' rows are then rescored once.
 DELTA_ROW_CACHE_POSTINGS: Final = 4_000_000
+#: Rows shorter than this are rescored, not cached: they cost less than keeping them.
+DELTA_ROW_CACHE_MIN: Final = 2048
 #: Working memory a build analyzes entries in (index/bulk.py): 1 GiB leaves most of a
 #: 16-24 GiB machine to the finished index, and batches that large cost no speed.
 BUILD_MEMORY_BUDGET: Final = 1024**3

@@ -235,11 +235,12 @@ def test_a_document_in_both_segments_is_refused() -> None:
 
 
 def test_the_row_cache_stays_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Scored rows are reused across queries, never past DELTA_ROW_CACHE_POSTINGS, and
-    answers from the cache equal answers rescored and a build from scratch."""
+    """Scored rows are reused across queries (joined with rows scored fresh), never past
+    DELTA_ROW_CACHE_POSTINGS, and the answers equal a build from scratch."""
     if not merge.available():
         pytest.skip("merge kernel not compiled")
     monkeypatch.setattr(delta_rows, "DELTA_ROW_CACHE_POSTINGS", 40)
+    monkeypatch.setattr(delta_rows, "DELTA_ROW_CACHE_MIN", 1)
     content = {f"d{n:02d}": (WORDS[n % 10], " ".join(WORDS[n % 6 :])) for n in range(40)}
     kb = build(content, FIELDS)
     changes = {"d02": ("omega kappa", "alpha beta"), "x": ("tau", "gamma delta gamma")}

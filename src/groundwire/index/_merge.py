@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from groundwire.index._native import NativeLibrary
 
-__all__ = ["Bytes", "Segment", "available", "delta_rows", "merge_rows", "score_rows"]
+__all__ = ["Bytes", "Scoring", "Segment", "available", "delta_rows", "merge_rows", "score_rows"]
 
 _ABI_VERSION = 3  # GW_MERGE_ABI in _merge.c
 _P, _I64, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
@@ -141,7 +141,7 @@ def merge_rows(
     return indptr, docs[:written], [c[:written] for c in counts], moved, new_out
 
 
-class _Scoring:
+class Scoring:
     """The scoring arguments shared by ``gw_score_rows`` and ``gw_delta_rows``: field
     weights, ``[docs, fields]`` norms, idf tables and their lengths, the mode and k1."""
 
@@ -181,7 +181,7 @@ def score_rows(
     n_ovf = np.array([at.shape[0] for at, _ in overflow], dtype=np.int64)
     tables = (_bytes(counts), _pointers([at for at, _ in overflow]))
     tfs = _pointers([tf for _, tf in overflow])
-    scoring = _Scoring(weights, norms, idf, bm25f, k1)
+    scoring = Scoring(weights, norms, idf, bm25f, k1)
     lib = _lib()
 
     def run(bounds: tuple[int, int]) -> int:
@@ -262,33 +262,22 @@ Gathered = tuple[I64, I32, list[U8], list[tuple[I64, I64]], npt.NDArray[np.float
 
 
 def delta_rows(
-    base: Segment,
-    base_to_now: I32,
-    delta: Segment,
-    n_docs: int,
-    spans: I64,
-    weights: npt.NDArray[np.float64],
-    norms: npt.NDArray[np.float64],
-    idf: Sequence[npt.NDArray[np.float64]],
-    bm25f: bool,
-    k1: float,
+    base: Segment, base_to_now: I32, delta: Segment, n_docs: int, spans: I64, scoring: Scoring
 ) -> Gathered:
     """A delta index's query rows gathered, merged and scored (see ``gw_delta_rows``):
     ``spans`` holds per row its base postings ``lo, hi`` and its delta postings ``lo, hi``.
     Raises ValueError for damaged input."""
     n_rows, n_fields = spans.shape[0] // 4, base.n_fields
-    capacity = int((spans[1::4] - spans[0::4]).sum() + (spans[3::4] - spans[2::4]).sum())
+    capacity = int(spans[1::4].sum() - spans[0::4].sum() + spans[3::4].sum() - spans[2::4].sum())
     ovf_capacity = _OVERFLOW_GUESS
     lib = _lib()
-    scoring = _Scoring(weights, norms, idf, bm25f, k1)
+    indptr = np.empty(n_rows + 1, dtype=np.int64)
+    docs = np.empty(capacity, dtype=np.int32)
+    counts = np.empty((n_fields, capacity), dtype=np.uint8)
+    scores = np.empty(capacity, dtype=np.float64)
+    n_ovf = np.empty(n_fields, dtype=np.int64)
     while True:
-        indptr = np.empty(n_rows + 1, dtype=np.int64)
-        docs = np.empty(capacity, dtype=np.int32)
-        counts = [np.empty(capacity, dtype=np.uint8) for _ in range(n_fields)]
-        ovf_at = [np.empty(ovf_capacity, dtype=np.int64) for _ in range(n_fields)]
-        ovf_tf = [np.empty(ovf_capacity, dtype=np.int64) for _ in range(n_fields)]
-        n_ovf = np.empty(n_fields, dtype=np.int64)
-        scores = np.empty(capacity, dtype=np.float64)
+        ovf = np.empty((2, n_fields, ovf_capacity), dtype=np.int64)
         written = lib.gw_delta_rows(
             ctypes.byref(base.struct),
             _ptr(base_to_now),
@@ -302,10 +291,10 @@ def delta_rows(
             capacity,
             _ptr(indptr),
             _ptr(docs),
-            _pointers(counts),
+            _row_pointers(counts),
             ovf_capacity,
-            _pointers(ovf_at),
-            _pointers(ovf_tf),
+            _row_pointers(ovf[0]),
+            _row_pointers(ovf[1]),
             _ptr(n_ovf),
             _ptr(scores),
         )
@@ -314,5 +303,11 @@ def delta_rows(
         ovf_capacity = capacity  # every posting overflowing: the bound
     if written < 0:
         raise ValueError("the delta index's rows are inconsistent (damaged input)")
-    overflow = [(ovf_at[f][: n_ovf[f]], ovf_tf[f][: n_ovf[f]]) for f in range(n_fields)]
+    overflow = [(ovf[0, f, : n_ovf[f]], ovf[1, f, : n_ovf[f]]) for f in range(n_fields)]
     return indptr, docs[:written], [c[:written] for c in counts], overflow, scores[:written]
+
+
+def _row_pointers(table: npt.NDArray[Any]) -> Any:
+    """The address of each row of a C-contiguous 2-D array."""
+    start, stride = _ptr(table), table.strides[0]
+    return (_P * max(table.shape[0], 1))(*[start + r * stride for r in range(table.shape[0])])

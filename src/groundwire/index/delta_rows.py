@@ -10,8 +10,9 @@ build from scratch (the numpy path in ``delta.py`` is the reference; tested).
 
 A row's scores depend on the index only, not on the query, so scored rows are kept in a
 least-recently-used cache of at most :data:`~groundwire.config.DELTA_ROW_CACHE_POSTINGS`
-postings (a row larger than a quarter of it is not kept): a frequent term is rescored
-once, not per query. The idf tables grow by doubling to the largest row seen, so
+postings (a row shorter than :data:`~groundwire.config.DELTA_ROW_CACHE_MIN` or larger
+than a quarter of the budget is not kept): a frequent term is rescored once, not per
+query. The idf tables grow by doubling to the largest row seen, so
 their size follows the queries, not the corpus.
 """
 
@@ -21,13 +22,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from groundwire.config import DELTA_ROW_CACHE_POSTINGS
+from groundwire.config import DELTA_ROW_CACHE_MIN, DELTA_ROW_CACHE_POSTINGS
 from groundwire.index import _merge, merge
 from groundwire.index.lexical import FieldFrequencies, FloatArray, LexicalIndex, _damaged
 
@@ -66,7 +66,7 @@ class RowScorer:
         self._delta = _segment(index.delta)
         self._base_to_now = np.ascontiguousarray(index.base_to_now, dtype=np.int32)
         self._bm25f = index.scoring == "bm25f"
-        self._idf: list[FloatArray] = []
+        self._made: tuple[int, FloatArray, _merge.Scoring] | None = None  # see _scoring
         self._rows: OrderedDict[int, _Row] = OrderedDict()
         self._cached = 0  # postings in _rows
         self._lock = threading.Lock()
@@ -94,12 +94,21 @@ class RowScorer:
         postings in both segments (``DeltaIndex._row_spans``)."""
         from groundwire.index.lexical_builder import assembled  # which imports merge
 
-        pieces = self._scored(distinct, spans, norms)
-        if len(pieces) == 1:
-            one = pieces[0]
-            indptr = np.array([0, one.docs.shape[0]], dtype=np.int64)
-            docs, scores, counts, overflow = one.docs, one.scores, one.counts, one.overflow
+        with self._lock:
+            found = [self._rows.get(row) for row in distinct]
+            for row, piece in zip(distinct, found, strict=True):
+                if piece is not None:
+                    self._rows.move_to_end(row)
+        missing = [row for row, piece in zip(distinct, found, strict=True) if piece is None]
+        fresh = self._score(missing, spans, norms) if missing else None
+        if fresh is not None and len(missing) == len(distinct):  # all fresh: used as it is
+            indptr, docs, counts, overflow, scores = fresh
+            self._keep(missing, fresh)
         else:
+            rows = iter(_split(fresh) if fresh is not None else [])
+            if fresh is not None:
+                self._keep(missing, fresh)
+            pieces = [piece if piece is not None else next(rows) for piece in found]
             indptr, docs, scores, counts, overflow = _joined(pieces, len(self._index.fields))
         frequencies = [
             FieldFrequencies(0, c, at, tf) for c, (at, tf) in zip(counts, overflow, strict=True)
@@ -118,62 +127,52 @@ class RowScorer:
             index.stats,
         )
 
-    def _scored(
-        self, distinct: Sequence[int], spans: Callable[[Sequence[int]], I64], norms: FloatArray
-    ) -> list[_Row]:
-        """Each row scored: from the cache, or by one kernel call for those not in it."""
-        with self._lock:
-            found = [self._rows.get(row) for row in distinct]
-            for row, piece in zip(distinct, found, strict=True):
-                if piece is not None:
-                    self._rows.move_to_end(row)
-        missing = [row for row, piece in zip(distinct, found, strict=True) if piece is None]
-        if not missing:
-            return [piece for piece in found if piece is not None]
-        where = spans(missing)
+    def _score(
+        self, rows: Sequence[int], spans: Callable[[Sequence[int]], I64], norms: FloatArray
+    ) -> _merge.Gathered:
+        """One kernel call gathering and scoring ``rows``."""
+        where = spans(rows)
         sizes = where[1::4] - where[0::4] + where[3::4] - where[2::4]
-        index = self._index
+        scoring = self._scoring(int(sizes.max(initial=0)), norms)  # a row's df <= its postings
         try:
-            gathered = _merge.delta_rows(
-                self._base,
-                self._base_to_now,
-                self._delta,
-                index.doc_count,
-                where,
-                index.weights,
-                norms,
-                self._tables(int(sizes.max(initial=0))),  # a row's df <= its postings
-                self._bm25f,
-                index.k1,
+            return _merge.delta_rows(
+                self._base, self._base_to_now, self._delta, self._index.doc_count, where, scoring
             )
         except ValueError:
             raise _damaged() from None
-        fresh = dict(zip(missing, _split(gathered, copy=len(missing) > 1), strict=True))
-        self._keep(fresh)
-        pairs = zip(distinct, found, strict=True)
-        return [fresh[row] if piece is None else piece for row, piece in pairs]
 
-    def _keep(self, fresh: dict[int, _Row]) -> None:
-        """Cache fresh rows, dropping the least recently used past the budget."""
+    def _keep(self, rows: Sequence[int], fresh: _merge.Gathered) -> None:
+        """Cache copies of the fresh rows worth keeping, dropping the least recently used
+        past the budget."""
+        bounds = fresh[0].tolist()
+        keep = [
+            (at, row)
+            for at, row in enumerate(rows)
+            if DELTA_ROW_CACHE_MIN <= bounds[at + 1] - bounds[at] <= DELTA_ROW_CACHE_POSTINGS // 4
+        ]
+        if not keep:
+            return
+        pieces = _split(fresh, [at for at, _ in keep], copy=True)
         with self._lock:
-            for row, piece in fresh.items():
-                size = int(piece.docs.shape[0])
-                if row in self._rows or size > DELTA_ROW_CACHE_POSTINGS // 4:
+            for (_, row), piece in zip(keep, pieces, strict=True):
+                if row in self._rows:
                     continue
                 self._rows[row] = piece
-                self._cached += size
+                self._cached += int(piece.docs.shape[0])
             while self._cached > DELTA_ROW_CACHE_POSTINGS:
                 self._cached -= int(self._rows.popitem(last=False)[1].docs.shape[0])
 
-    def _tables(self, largest: int) -> list[FloatArray]:
-        """idf tables (``merge.idf_tables``) covering document frequencies up to
-        ``largest``, grown by doubling."""
-        tables = self._idf
-        if not tables or tables[0].shape[0] <= largest:
-            size = max(largest + 1, 2 * (tables[0].shape[0] if tables else 0), 64)
-            tables = merge.idf_tables(self._bm25f, self._index.stats, size)
-            self._idf = tables  # racing threads make equal ones
-        return tables
+    def _scoring(self, largest: int, norms: FloatArray) -> _merge.Scoring:
+        """The kernel's scoring arguments, with idf tables (``merge.idf_tables``) covering
+        document frequencies up to ``largest`` (grown by doubling)."""
+        made = self._made
+        if made is None or made[0] <= largest or made[1] is not norms:
+            size = max(largest + 1, 2 * (made[0] if made else 0), 64)
+            index = self._index
+            tables = merge.idf_tables(self._bm25f, index.stats, size)
+            scoring = _merge.Scoring(index.weights, norms, tables, self._bm25f, index.k1)
+            made = self._made = (tables[0].shape[0], norms, scoring)  # racing threads: equal
+        return made[2]
 
 
 def _segment(index: LexicalIndex) -> _merge.Segment:
@@ -193,15 +192,22 @@ def _segment(index: LexicalIndex) -> _merge.Segment:
     )
 
 
-def _split(gathered: _merge.Gathered, *, copy: bool) -> list[_Row]:
-    """The kernel's output cut into its rows (copied when several: a cached row must not
-    keep the others' memory alive)."""
+def _split(
+    gathered: _merge.Gathered, which: Sequence[int] | None = None, *, copy: bool = False
+) -> list[_Row]:
+    """Rows ``which`` (default: all) of the kernel's output, as views or as copies (a
+    cached row must not keep the other rows' memory alive)."""
     indptr, docs, counts, overflow, scores = gathered
+    bounds = indptr.tolist()
     take = np.array if copy else np.asarray
     out = []
-    for lo, hi in pairwise(indptr.tolist()):
+    for r in range(len(bounds) - 1) if which is None else which:
+        lo, hi = bounds[r], bounds[r + 1]
         row_overflow = []
         for at, tf in overflow:
+            if not at.shape[0]:
+                row_overflow.append((_NO_KEYS, _NO_KEYS))
+                continue
             a, b = np.searchsorted(at, [lo, hi]).tolist()
             row_overflow.append((at[a:b] - lo, take(tf[a:b])))
         row_counts = [take(c[lo:hi]) for c in counts]
