@@ -382,6 +382,17 @@ def search_cold(kb: Any, query: str) -> list[str]:
     return search_ids(kb, query)
 
 
+def cpu_p50_ms(system: System) -> float:
+    """Median CPU milliseconds (``time.process_time``) of one pass over the system's
+    queries: on a loaded machine, wall time also counts waits for a core."""
+    spent = []
+    for query in system.queries:
+        start = time.process_time()
+        system.search(query)
+        spent.append(time.process_time() - start)
+    return statistics.median(spent) * 1e3
+
+
 def overlap(a: Sequence[Sequence[str]], b: Sequence[Sequence[str]]) -> float:
     """Mean share of ``a``'s top-k ids also in ``b``'s top-k."""
     shares = [len(set(x) & set(y)) / max(len(x), 1) for x, y in zip(a, b, strict=True) if x]
@@ -508,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         # -- queries --------------------------------------------------------------------------
         tables: list[tuple[str, list[System]]] = []
+        cpu_p50: dict[str, dict[str, float]] = {}
         for label, queries in (
             ("without the 100 most frequent words", queries_rare),
             ("with frequent words", queries_all),
@@ -525,6 +537,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 s.note = f"top-10 overlap with groundwire {shared:.2f}"
             print(f"queries {label}:", file=sys.stderr)
             run_rounds(systems, args.rounds)
+            if delta_kb is not None:
+                cpu_p50[label] = {s.name: cpu_p50_ms(s) for s in systems}
             tables.append((label, systems))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -615,6 +629,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 for s in systems
             ],
         )
+        if label in cpu_p50:
+            own = cpu_p50[label]
+            first = own[systems[0].name]
+            shown = ", ".join(f"{n} {v:.2f} ms ({v / first:.2f}×)" for n, v in own.items())
+            print(f"CPU p50 (time.process_time per query, one more pass): {shown}")
     rare_p50 = round_percentile(tables[0][1][0], 50)
     above = None if gw.base_mib is None else gw.peak_mib - gw.base_mib
     print(
