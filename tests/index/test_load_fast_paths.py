@@ -1,8 +1,11 @@
-"""The load fast paths: strict .npy header regex, and reloads of a snapshot proven before."""
+"""The load fast paths: strict .npy header regex, reloads of a snapshot proven before, and
+the analyzer fingerprint with one stemmer call."""
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import os
 from pathlib import Path
 
@@ -12,8 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import groundwire as gw
+from groundwire.config import AnalyzerConfig
 from groundwire.errors import IndexFormatError
 from groundwire.index.store import checksums, digests, layout, storage
+from groundwire.text import Analyzer
+from groundwire.text.stopwords import resolve_stopwords
 
 DTYPES = ["<i8", "<i4", "|u1", "|b1", "<f8", "<u8"]
 
@@ -100,3 +106,26 @@ def test_a_manifest_load_proves_nothing(tmp_path: Path) -> None:
     os.replace(replaced, docs)
     with pytest.raises(IndexFormatError):
         gw.KnowledgeBase.load(path)  # full: hashed (new inode) and refused
+
+
+def _fingerprint_word_by_word(analyzer: Analyzer) -> str:
+    """The fingerprint's definition: every stop word analyzed on its own."""
+    config = analyzer.config
+    stop = sorted(resolve_stopwords(config.stopwords, config.language))
+    probe = [analyzer.tokens(layout._PROBE), [analyzer.tokens(word) for word in stop]]
+    return hashlib.sha256(json.dumps(probe, ensure_ascii=False).encode()).hexdigest()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    words=st.frozensets(st.text(st.sampled_from("aeéiouyrstn-'.日本 3"), max_size=8), max_size=12),
+    language=st.sampled_from(["english", "french", "german", "russian"]),
+    stem=st.booleans(),
+)
+def test_the_batched_analyzer_fingerprint_is_the_word_by_word_one(
+    words: frozenset[str], language: str, stem: bool
+) -> None:
+    for stopwords in ("default", words):
+        config = AnalyzerConfig(language=language, stem=stem, stopwords=stopwords)
+        expected = _fingerprint_word_by_word(Analyzer(config))
+        assert layout.analyzer_fingerprint(Analyzer(config)) == expected

@@ -634,6 +634,7 @@ def test_a_forked_worker_loads_after_its_parent_did(
     from groundwire.index.store import checksums
 
     monkeypatch.setattr(checksums, "_PARALLEL_HASH_BYTES", 0)  # always use the threads
+    monkeypatch.setattr(checksums, "_THREAD_FILE_BYTES", 0)  # for every file
     KnowledgeBase.load(small_snapshot)
     pid = os.fork()
     if pid == 0:  # the child: exit status 0 only if the load works

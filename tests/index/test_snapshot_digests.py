@@ -182,3 +182,20 @@ def test_verdicts_are_remembered_per_algorithm(snapshot: Path) -> None:
     write_manifest(snapshot, manifest)
     with pytest.raises(IndexFormatError, match="does not match its SHA-256 digest"):
         KnowledgeBase.load(snapshot)  # verdicts kept: the file is hashed again, with SHA-256
+
+
+@pytest.mark.parametrize("logical", ["lexical.scores", "ids.bytes"], ids=["threads", "loader"])
+def test_damage_is_refused_whichever_thread_hashes_the_file(
+    snapshot: Path, monkeypatch: pytest.MonkeyPatch, logical: str
+) -> None:
+    """Large files hash on the threads, small ones on the loading thread: both are checked."""
+    manifest = manifest_of(snapshot)
+    sizes = {name: record["bytes"] for name, record in _segment_files(manifest).items()}
+    assert sizes["lexical.scores"] > 1000 > sizes["ids.bytes"]
+    monkeypatch.setattr(checksums, "_PARALLEL_HASH_BYTES", 0)
+    monkeypatch.setattr(checksums, "_THREAD_FILE_BYTES", 1000)
+    assert len(KnowledgeBase.load(snapshot)) == 30
+    checksums.forget_verdicts()
+    _flip_last_byte(snapshot / _segment_files(manifest)[logical]["file"])
+    with pytest.raises(IndexFormatError, match="does not match its BLAKE3 digest"):
+        KnowledgeBase.load(snapshot)

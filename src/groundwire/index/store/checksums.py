@@ -40,6 +40,10 @@ __all__ = [
 #: Hash in background threads (overlapping the bounds checks) past this many bytes;
 #: below it, starting threads costs more than it saves.
 _PARALLEL_HASH_BYTES = 1024 * 1024
+#: Files this large are hashed on the threads; smaller ones by the loading thread once
+#: its checks are done (while the threads finish): a thread needs the GIL between two
+#: files, and waits up to the switch interval (5 ms) for it while the loader runs Python.
+_THREAD_FILE_BYTES = 256 * 1024
 #: One hashing thread per core, at most 4: more threads only fight over the GIL.
 _HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
 #: File verdicts remembered per process (a few snapshots' worth of files).
@@ -149,9 +153,10 @@ def remember_proven(key: tuple[Any, ...], opened: dict[str, storage.OpenedFile])
 def hash_all(
     opened: dict[str, storage.OpenedFile], table: Table, where: str
 ) -> dict[str, Future[str]]:
-    """Start hashing every file not verified before, largest first, on the shared threads
-    (or inline when there is little to hash), each with its recorded algorithm. Refuses
-    (before hashing anything) when an algorithm's package is missing."""
+    """Start hashing every file not verified before, each with its recorded algorithm:
+    the large ones on the shared threads, largest first; the small ones (all of them when
+    there is little to hash) when :func:`check` asks. Refuses (before hashing anything)
+    when an algorithm's package is missing."""
     items = sorted(
         ((k, v) for k, v in opened.items() if not _verified(v, table[k][1])),
         key=lambda item: -item[1].size,
@@ -159,17 +164,43 @@ def hash_all(
     algorithms = {logical: digests.split(table[logical][1])[0] for logical, _ in items}
     for algorithm in sorted(set(algorithms.values())):
         digests.require(algorithm, where)
-    if sum(item.size for _, item in items) <= _PARALLEL_HASH_BYTES:
-        done: dict[str, Future[str]] = {}
+    threaded = sum(item.size for _, item in items) > _PARALLEL_HASH_BYTES
+    pending: dict[str, Future[str]] = {}
+    for logical, item in reversed(items):  # smallest first: check() hashes these first
+        if not threaded or item.size < _THREAD_FILE_BYTES:
+            pending[logical] = _Deferred(item, algorithms[logical])
+    if threaded:
+        pool = _pool()
         for logical, item in items:
-            done[logical] = Future()
-            done[logical].set_result(digests.of_file(item.fd, item.mapped, algorithms[logical]))
-        return done
-    pool = _pool()
-    return {
-        logical: pool.submit(digests.of_file, item.fd, item.mapped, algorithms[logical])
-        for logical, item in items
-    }
+            if logical not in pending:
+                pending[logical] = pool.submit(
+                    digests.of_file, item.fd, item.mapped, algorithms[logical]
+                )
+    return pending
+
+
+class _Deferred(Future[str]):
+    """A file hashed by the loading thread when :func:`check` asks for its digest."""
+
+    def __init__(self, item: storage.OpenedFile, algorithm: str) -> None:
+        super().__init__()
+        self._item, self._algorithm = item, algorithm
+
+    def result(self, timeout: float | None = None) -> str:
+        if not self.done():
+            try:
+                self.set_result(digests.of_file(self._item.fd, self._item.mapped, self._algorithm))
+            except BaseException as exc:
+                self.set_exception(exc)
+        return super().result(timeout)
+
+    def cancel(self) -> bool:
+        # Never submitted, so no worker will mark it notified: do it here, or a wait()
+        # on it (the loader waits for every digest before closing) would never return.
+        cancelled = super().cancel()
+        if cancelled:
+            self.set_running_or_notify_cancel()
+        return cancelled
 
 
 def check(

@@ -120,9 +120,9 @@ def _read_all(
 ) -> dict[str, Any]:
     """Map every array and blob read-only; parse JSON.
 
-    With ``full``, the files the bounds checks read are mapped populated (one batched
-    fault); the entry lines (a third of a snapshot) are not: checksums read them with
-    ``pread`` and entries are decoded on first access.
+    Nothing is populated up front: the hashing threads, started right after, fault the
+    pages in as they read them (off the loading thread), and under ``manifest`` only
+    what queries touch is ever read.
     """
     out: dict[str, Any] = {}
     for logical, item in opened.items():
@@ -130,8 +130,7 @@ def _read_all(
         if name.endswith(".json"):
             out[logical] = loads_bounded(os.pread(item.fd, item.size, 0), f"{where}: {name}")
             continue
-        populate = full and not name.endswith(".jsonl")
-        array = storage.map_file(item, where, dtype, populate=populate)
+        array = storage.map_file(item, where, dtype)
         if shape is not None and array.shape != shape:
             raise IndexFormatError(
                 f"{where}: {name} has shape {array.shape}, the manifest says {shape}"
