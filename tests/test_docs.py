@@ -63,5 +63,5 @@ def test_readme_speed_figures_are_the_recorded_ones() -> None:
     assert f"{tantivy.group(1)}x tantivy" in performance
     loads = re.findall(r"\*\*(\d+)×\*\* \((\d+)× fresh\)", BENCHMARKS)
     assert loads, "docs/BENCHMARKS.md lost its build / load table"
-    warm, fresh = loads[0]
-    assert f"{fresh}-{warm}x faster than a rebuild" in performance
+    low, high = sorted(map(int, loads[0]))  # in process and fresh process, as a range
+    assert f"{low}-{high}x faster than a rebuild" in performance
