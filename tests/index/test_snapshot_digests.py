@@ -199,3 +199,25 @@ def test_damage_is_refused_whichever_thread_hashes_the_file(
     _flip_last_byte(snapshot / _segment_files(manifest)[logical]["file"])
     with pytest.raises(IndexFormatError, match="does not match its BLAKE3 digest"):
         KnowledgeBase.load(snapshot)
+
+
+def test_an_update_saved_over_a_v2_snapshot_keeps_its_files_sha256_records(
+    tmp_path: Path,
+) -> None:
+    """The reused base segment keeps its SHA-256 records; the delta's new files are BLAKE3;
+    each is verified with its own algorithm."""
+    path = tmp_path / "kb"
+    shutil.copytree(FIXTURES / "snapshot-v2", path)
+    kb = KnowledgeBase.load(path)
+    new = {"id": "zz.new", "title": "New tip", "text": "water the roses at dawn"}
+    kb.update([new], compact=False).save(path)
+    manifest = manifest_of(path)
+    assert manifest["format_version"] == 3
+    base, delta = manifest["segments"]
+    assert {r["digest"].partition(":")[0] for r in base["files"].values()} == {"sha256"}
+    assert {r["digest"].partition(":")[0] for r in delta["files"].values()} == {"blake3"}
+    checksums.forget_verdicts()
+    assert len(KnowledgeBase.load(path)) == 11
+    _flip_last_byte(path / base["files"]["lexical.scores"]["file"])
+    with pytest.raises(IndexFormatError, match="does not match its SHA-256 digest"):
+        KnowledgeBase.load(path)
