@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from memory_helpers import ACME, BARE, DAY, T0, Clock
 
-from groundwire.memory import MemoryEntity, MemoryStore
+from groundwire.memory import MemoryEntity, MemoryStore, bookkeeping
+from groundwire.memory import recall as recall_module
 
 SAFETY_S = 120  # a bound on waiting for children; never reached when the test passes
 
@@ -126,3 +129,93 @@ def test_processes_touching_one_store_lose_no_access_count(tmp_path: Path) -> No
     with MemoryStore(path) as store:
         stored = {m.id: m.access_count for m in store.memories(ACME, limit=1000)}
     assert {k: v for k, v in stored.items() if v} == returned
+
+
+def test_bookkeeping_commits_with_the_read_in_one_transaction(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = [store.remember(ACME, f"pager rota note {i}") for i in range(3)]
+    own: list[object] = []
+    monkeypatch.setattr(store, "_track", lambda *a, **k: own.append(a) or True)
+    result = store.recall(ACME, "pager rota", session_id="s1")
+    assert result.tracked
+    assert own == []  # no transaction of its own was needed
+    assert {counts(store)[n.id][0] for n in notes} == {1}
+    assert [r["recall_count"] for r in store.session_memories(ACME, "s1")] == [1, 1, 1]
+
+
+def test_a_commit_during_the_read_sends_bookkeeping_to_its_own_transaction(
+    store: MemoryStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = [store.remember(ACME, f"pager rota note {i}") for i in range(3)]
+    real_run = recall_module.run
+
+    def run_then_other_writer_commits(*args: object, **kwargs: object) -> object:
+        ranked = real_run(*args, **kwargs)  # type: ignore[arg-type]
+        with MemoryStore(store.path) as other:  # the read's snapshot is now stale
+            other.remember(ACME, "An unrelated note from another process.")
+        return ranked
+
+    monkeypatch.setattr(recall_module, "run", run_then_other_writer_commits)
+    own: list[int] = []
+    real_track = store._track
+    monkeypatch.setattr(store, "_track", lambda *a: own.append(1) or real_track(*a))
+    clock.now = T0 + DAY
+    result = store.recall(ACME, "pager rota", session_id="s1")
+    assert result.tracked
+    assert own == [1]  # SQLite refused to make the stale read a write
+    assert {counts(store)[n.id] for n in notes} == {(1, T0 + DAY)}  # once, not lost, not twice
+    assert [r["recall_count"] for r in store.session_memories(ACME, "s1")] == [1, 1, 1]
+
+
+def test_a_failed_bookkeeping_write_is_undone_whole_then_written_once(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = [store.remember(ACME, f"pager rota note {i}") for i in range(3)]
+    real_record = bookkeeping.record
+    calls: list[int] = []
+
+    def fails_after_the_touch(*args: Any, **kwargs: Any) -> None:
+        real_record(*args, **kwargs)  # the access counts are written, then it fails
+        calls.append(1)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(bookkeeping, "record", fails_after_the_touch)
+    result = store.recall(ACME, "pager rota", session_id="s1")
+    assert result.tracked
+    assert len(calls) == 2  # in the read's transaction (undone), then in its own
+    assert {counts(store)[n.id][0] for n in notes} == {1}
+    assert [r["recall_count"] for r in store.session_memories(ACME, "s1")] == [1, 1, 1]
+
+
+def test_an_interrupted_bookkeeping_write_leaves_nothing_half_written(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = [store.remember(ACME, f"pager rota note {i}") for i in range(3)]
+    real_record = bookkeeping.record
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        real_record(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bookkeeping, "record", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.recall(ACME, "pager rota", session_id="s1")
+    monkeypatch.undo()
+    assert {counts(store)[n.id][0] for n in notes} == {0}
+    assert store.session_memories(ACME, "s1") == []
+    assert store.recall(ACME, "pager rota", session_id="s1").tracked  # the store goes on
+    assert {counts(store)[n.id][0] for n in notes} == {1}
+
+
+def test_a_revived_memory_restarts_its_decay_and_keeps_its_count(
+    store: MemoryStore, clock: Clock
+) -> None:
+    memory = store.remember(ACME, "The staging cluster is in Frankfurt.")
+    clock.now = T0 + DAY
+    store.recall(ACME, "staging cluster")
+    assert counts(store)[memory.id] == (1, T0 + DAY)
+    assert store.forget(ACME, memory.id)
+    revived = store.remember(ACME, memory.content, created_at=T0 + 3 * DAY)
+    assert (revived.access_count, revived.accessed_at) == (1, T0 + 3 * DAY)

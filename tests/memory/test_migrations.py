@@ -16,6 +16,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "memory"
 VERSIONS = [number for number, _, _ in MIGRATIONS]
 TABLES = (
     "memories",
+    "memory_access",
     "memory_acl",
     "sessions",
     "session_memories",
@@ -87,6 +88,49 @@ def test_each_fixture_upgrades_without_losing_a_row(tmp_path: Path, version: int
     applied = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
     conn.close()
     assert applied == VERSIONS
+
+
+def access_of(store: MemoryStore) -> dict[str, tuple[float, int]]:
+    return {
+        m.id: (m.accessed_at, m.access_count)
+        for scope in (ACME, MemoryScope("acme", "support-bot", "alice"), GLOBEX)
+        for m in store.memories(scope, limit=100)
+    }
+
+
+GLOBEX = MemoryScope("globex", "support-bot")
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if v < 4])
+def test_access_times_and_counts_move_to_their_table_unchanged(
+    tmp_path: Path, version: int
+) -> None:
+    path = tmp_path / "store.sqlite"
+    shutil.copy(FIXTURES / f"memory-v{version}.sqlite", path)
+    conn = sqlite3.connect(path)
+    with conn:  # counts and times as an old groundwire would have left them
+        conn.execute("UPDATE memories SET access_count = seq * 3, accessed_at = 1.5e9 + seq")
+    old = {
+        r[0]: (r[1], r[2])
+        for r in conn.execute("SELECT id, accessed_at, access_count FROM memories")
+    }
+    conn.close()
+    with MemoryStore(path) as store:
+        assert access_of(store) == old
+        # A new memory gets its access row at once: accessed when it was created.
+        memory = store.remember(ACME, "Written after the upgrade.", created_at=1.6e9)
+        assert (memory.accessed_at, memory.access_count) == (1.6e9, 0)
+    conn = sqlite3.connect(path)
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(memories)")}
+    conn.close()
+    assert not {"accessed_at", "access_count"} & columns  # one place holds them now
+
+
+def test_the_v4_fixture_keeps_its_access_rows(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    shutil.copy(FIXTURES / "memory-v4.sqlite", path)
+    with MemoryStore(path) as store:
+        assert sorted(access_of(store).values()) == [(1_700_000_010.0 + n, n) for n in range(4)]
 
 
 def test_migrating_twice_is_a_no_op(tmp_path: Path) -> None:

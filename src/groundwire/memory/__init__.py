@@ -7,9 +7,10 @@ entities and relations, and recalls the few that one turn needs.
 
 Modules: ``schema`` (layout and migrations), ``writes`` (checking and writing a
 memory), ``store`` (:class:`MemoryStore`), ``graph`` (entities, relations, attributes;
-the graph boost), ``recall`` (channels and fusion), ``shaping`` (evidence shaping and
-dampening), ``vectors`` (stored embeddings), ``views`` (read-only reports), ``block``
-(the recalled-memory prompt block).
+the graph boost), ``recall`` (channels and fusion), ``bookkeeping`` (the access counts
+and session rows a recall writes), ``shaping`` (evidence shaping and dampening),
+``vectors`` (stored embeddings), ``views`` (read-only reports), ``block`` (the
+recalled-memory prompt block).
 """
 
 from groundwire.memory.block import MemoryBlock, MemoryContext, render_memory_block

@@ -38,16 +38,18 @@ from groundwire.memory.vectors import decode, query_vector
 if TYPE_CHECKING:
     from groundwire.memory.store import MemoryStore
 
-__all__ = ["Ranked", "RecallCaches", "finish", "record", "run", "with_limit"]
+__all__ = ["Ranked", "RecallCaches", "finish", "run", "with_limit"]
 
 
 #: What ranking reads of a candidate; the full row is loaded for the returned ones only.
 _RANK_COLUMNS = (
-    "m.id, m.content, m.type, m.importance, m.pinned, m.created_at, m.accessed_at, m.terms, m.seq"
+    "m.id, m.content, m.type, m.importance, m.pinned, m.created_at, ma.accessed_at, m.terms, m.seq"
 )
+#: Joins a memory row (alias ``m``) to its access row, which holds ``accessed_at``.
+_ACCESS = " JOIN memory_access ma ON ma.seq = m.seq"
 #: The rest of a returned memory's row (by ``seq``), completing it to ``_COLUMNS``.
 _REST_COLUMNS = (
-    "m.seq, m.tenant, m.agent, m.updated_at, m.access_count, m.deleted, m.sources, m.metadata,"
+    "m.seq, m.tenant, m.agent, m.updated_at, ma.access_count, m.deleted, m.sources, m.metadata,"
     " m.acl, m.content_hash"
 )
 #: A candidate row: ``_RANK_COLUMNS`` and (from the content and hint queries) its score.
@@ -71,6 +73,7 @@ class Ranked:
     memories: tuple[RecalledMemory, ...]
     graph: GraphBoost
     freshness: bool
+    seqs: tuple[int, ...] = ()  # the row numbers of ``memories``, in order (for bookkeeping)
 
 
 def with_limit(cfg: MemoryRecallConfig, limit: object) -> MemoryRecallConfig:
@@ -117,7 +120,7 @@ def _content(
         "WITH top AS MATERIALIZED (SELECT rowid AS seq, -bm25(memories_fts) AS s"
         " FROM memories_fts WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?)"
         f" SELECT {_RANK_COLUMNS}, top.s, (SELECT COUNT(*) FROM top),"
-        f" (SELECT MIN(s) FROM top) FROM top JOIN memories m ON m.seq = top.seq"
+        f" (SELECT MIN(s) FROM top) FROM top JOIN memories m ON m.seq = top.seq{_ACCESS}"
         f" WHERE {where} ORDER BY top.s DESC, m.id LIMIT ?",
         (match, fetch, *params, k),
     ).fetchall()
@@ -128,7 +131,7 @@ def _content(
             " FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND {where} ORDER BY s DESC, m.id LIMIT ?)"
             f" SELECT {_RANK_COLUMNS}, hits.s FROM hits JOIN memories m"
-            " ON m.seq = hits.seq ORDER BY hits.s DESC, m.id",
+            f" ON m.seq = hits.seq{_ACCESS} ORDER BY hits.s DESC, m.id",
             (match, *params, k),
         ).fetchall()
     return _normalized([(r[0], r[_SCORE]) for r in rows]), {r[0]: r for r in rows}
@@ -143,7 +146,7 @@ def _hints(
         " FROM memory_hints_fts JOIN memory_hints h ON h.id = memory_hints_fts.rowid"
         " WHERE memory_hints_fts MATCH ?)"
         f" SELECT {_RANK_COLUMNS}, MAX(x.s) AS s FROM x JOIN memories m ON m.id = x.memory_id"
-        f" WHERE {where} GROUP BY x.memory_id ORDER BY s DESC, x.memory_id LIMIT ?",
+        f"{_ACCESS} WHERE {where} GROUP BY x.memory_id ORDER BY s DESC, x.memory_id LIMIT ?",
         (_match(terms), *params, k),
     ).fetchall()
     return _normalized([(r[0], r[_SCORE]) for r in rows]), {r[0]: r for r in rows}
@@ -212,7 +215,7 @@ def _hub_threshold(
 def _load(conn: sqlite3.Connection, ids: Sequence[str], columns: str) -> dict[str, Row]:
     """Rows of ``columns`` by id (one statement whatever the number of ids)."""
     rows = conn.execute(
-        f"SELECT {columns} FROM memories m WHERE m.id IN (SELECT value FROM json_each(?))",
+        f"SELECT {columns} FROM memories m{_ACCESS} WHERE m.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(ids)),),
     )
     return {r[0]: r for r in rows}
@@ -381,8 +384,8 @@ def run(
         shaping.apply_importance(ranked, now, cfg)
     shaping.cap_traversal_only(ranked, cfg)
     ranked.sort(key=lambda c: (-c.score, c.id))
-    memories = _memories(conn, ranked[: cfg.limit])
-    return Ranked(query, memories, graph, freshness)
+    top = ranked[: cfg.limit]
+    return Ranked(query, _memories(conn, top), graph, freshness, tuple(c.seq for c in top))
 
 
 def _in_time(
@@ -406,7 +409,7 @@ def _memories(conn: sqlite3.Connection, top: Sequence[Candidate]) -> tuple[Recal
     rest = {
         r[0]: r
         for r in conn.execute(
-            f"SELECT {_REST_COLUMNS} FROM memories m"
+            f"SELECT {_REST_COLUMNS} FROM memories m{_ACCESS}"
             " WHERE m.seq IN (SELECT value FROM json_each(?))",
             (json.dumps([c.seq for c in top]),),
         )
@@ -440,53 +443,4 @@ def finish(
         session_id=session_id,
         tracked=tracked,
         duration_ms=duration_ms,
-    )
-
-
-def record(
-    conn: sqlite3.Connection,
-    scope: MemoryScope,
-    session_id: str | None,
-    ranked: Sequence[RecalledMemory],
-    injected: set[str],
-    now: float,
-    touch: bool,
-) -> None:
-    """Write a recall's bookkeeping (inside the caller's write transaction)."""
-    if touch:
-        conn.execute(
-            "UPDATE memories SET accessed_at = ?, access_count = access_count + 1"
-            " WHERE id IN (SELECT value FROM json_each(?))",
-            (now, json.dumps([r.memory.id for r in ranked])),
-        )
-    if session_id is None:
-        return
-    conn.execute(
-        "INSERT INTO sessions (id, tenant, agent, started_at, updated_at, recall_count)"
-        " VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (tenant, agent, id) DO UPDATE SET"
-        " recall_count = recall_count + 1, updated_at = excluded.updated_at",
-        (session_id, scope.tenant, scope.agent, now, now),
-    )
-    conn.executemany(
-        "INSERT INTO session_memories (tenant, agent, session_id, memory_id, rank, was_injected,"
-        " fts_hit_count, recall_count, first_recalled_at, last_recalled_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (tenant, agent, session_id, memory_id)"
-        " DO UPDATE SET rank = MIN(rank, excluded.rank),"
-        " was_injected = MAX(was_injected, excluded.was_injected),"
-        " fts_hit_count = fts_hit_count + excluded.fts_hit_count,"
-        " recall_count = recall_count + 1, last_recalled_at = excluded.last_recalled_at",
-        [
-            (
-                scope.tenant,
-                scope.agent,
-                session_id,
-                r.memory.id,
-                r.rank,
-                int(r.memory.id in injected),
-                int("content" in r.channels or "hint" in r.channels),
-                now,
-                now,
-            )
-            for r in ranked
-        ],
     )

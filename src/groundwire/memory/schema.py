@@ -308,11 +308,29 @@ _V3_PIPELINE: Final[tuple[str, ...]] = (
     " PRIMARY KEY (tenant, agent, name)) WITHOUT ROWID",
 )
 
+_V4_ACCESS: Final[tuple[str, ...]] = (
+    # Recall bookkeeping rewrites these small rows instead of the wide memory rows (content,
+    # terms, sources): a touch dirties and checkpoints far fewer bytes and pages.
+    "CREATE TABLE memory_access ("
+    " seq INTEGER PRIMARY KEY REFERENCES memories (seq) ON DELETE CASCADE,"
+    " accessed_at REAL NOT NULL,"
+    " access_count INTEGER NOT NULL DEFAULT 0)",
+    "INSERT INTO memory_access (seq, accessed_at, access_count)"
+    " SELECT seq, accessed_at, access_count FROM memories",
+    "ALTER TABLE memories DROP COLUMN accessed_at",
+    "ALTER TABLE memories DROP COLUMN access_count",
+    # Every memory has its access row from the start (a new memory counts as accessed when
+    # it was created, as before); a revived one resets its access time in writes.py.
+    "CREATE TRIGGER memories_access_insert AFTER INSERT ON memories BEGIN"
+    " INSERT INTO memory_access (seq, accessed_at) VALUES (new.seq, new.created_at); END",
+)
+
 #: Every migration, oldest first: (version, name, statements). Append only.
 MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
     (1, "memories, full-text index, embeddings, sessions", _V1_CORE),
     (2, "knowledge graph, attributes, hints, job queue, session scores", _V2_GRAPH),
     (3, "write pipeline: job results, model calls, proposals, audit, counters", _V3_PIPELINE),
+    (4, "access times and counts in their own narrow table", _V4_ACCESS),
 )
 #: The version this code writes.
 LATEST_VERSION: Final = MIGRATIONS[-1][0]

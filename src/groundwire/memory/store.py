@@ -27,8 +27,8 @@ from groundwire.config import (
 )
 from groundwire.embed import Embedder
 from groundwire.errors import ConfigError, MemoryStoreError, QueryError
+from groundwire.memory import bookkeeping, views, writes
 from groundwire.memory import recall as _recall
-from groundwire.memory import views, writes
 from groundwire.memory.graph import visible_sql
 from groundwire.memory.records import (
     Memory,
@@ -51,9 +51,11 @@ logger = logging.getLogger("groundwire")
 
 _COLUMNS = (
     "m.id, m.tenant, m.agent, m.content, m.type, m.importance, m.created_at, m.updated_at,"
-    " m.accessed_at, m.access_count, m.pinned, m.deleted, m.sources, m.metadata, m.acl,"
+    " ma.accessed_at, ma.access_count, m.pinned, m.deleted, m.sources, m.metadata, m.acl,"
     " m.content_hash"
 )
+#: The memory rows with their access times and counts (every memory has one access row).
+_FROM = "memories m JOIN memory_access ma ON ma.seq = m.seq"
 #: Milliseconds a recall's bookkeeping write may wait for the lock before it is skipped.
 _TRACK_BUSY_MS = 200
 
@@ -398,7 +400,7 @@ class MemoryStore:
 
     def _get(self, conn: sqlite3.Connection, memory_id: str) -> Memory | None:
         row = conn.execute(
-            f"SELECT {_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)
+            f"SELECT {_COLUMNS} FROM {_FROM} WHERE m.id = ?", (memory_id,)
         ).fetchone()
         return None if row is None else row_memory(row)
 
@@ -418,7 +420,7 @@ class MemoryStore:
         condition, params = visible_sql(scope, by_scope=True)
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM memories m WHERE {condition}"
+                f"SELECT {_COLUMNS} FROM {_FROM} WHERE {condition}"
                 " ORDER BY m.created_at DESC, m.id LIMIT ? OFFSET ?",
                 (*params, limit, offset),
             ).fetchall()
@@ -461,11 +463,18 @@ class MemoryStore:
         if session_id is not None:
             check_key("session_id", session_id)
         started = time.perf_counter()
+        wanted = session_id is not None or touch  # any bookkeeping to write
+        tracked: bool | None = False
+        now = 0.0
         with self._read() as conn:
             result = _recall.run(self, conn, scope, query, cfg, since, until)
-        tracked = False
-        if session_id is not None or touch:
-            tracked = self.track(scope, session_id, result, touch=touch)
+            if wanted and result.memories:
+                now = self.now()
+                tracked = bookkeeping.record_in_read(conn, scope, session_id, result, now, touch)
+            elif wanted:
+                tracked = session_id is None  # nothing to record
+        if tracked is None:  # the read could not become a write: a transaction of its own
+            tracked = self._track(scope, session_id, result, None, now, touch)
         duration = round((time.perf_counter() - started) * 1000.0, 3)
         return _recall.finish(result, session_id, tracked and session_id is not None, duration)
 
@@ -483,18 +492,32 @@ class MemoryStore:
         ``injected`` are the ids actually put in a prompt (default: every returned one).
         Returns False (and logs) when the write could not be made; never raises for it.
         """
+        return self._track(scope, session_id, result, injected, self.now(), touch)
+
+    def _track(
+        self,
+        scope: MemoryScope,
+        session_id: str | None,
+        result: MemoryRecall | _recall.Ranked,
+        injected: Sequence[str] | None,
+        now: float,
+        touch: bool,
+    ) -> bool:
+        """:meth:`track` in a write transaction of its own, waiting at most 200 ms."""
         ranked = result.memories
         if not ranked:
             return session_id is None
         chosen = set(injected) if injected is not None else {r.memory.id for r in ranked}
-        now = self.now()
+        seqs = result.seqs if isinstance(result, _recall.Ranked) else ()
         try:
             with self._lock:
                 conn = self._connection()
                 conn.execute(f"PRAGMA busy_timeout = {_TRACK_BUSY_MS}")
                 try:
                     with self._write(bookkeeping=True) as conn:
-                        _recall.record(conn, scope, session_id, ranked, chosen, now, touch)
+                        bookkeeping.record(
+                            conn, scope, session_id, ranked, chosen, now, touch, seqs
+                        )
                 finally:
                     conn.execute(f"PRAGMA busy_timeout = {int(MEMORY_STORE_BUSY_TIMEOUT_S * 1000)}")
         except (sqlite3.Error, MemoryStoreError) as exc:

@@ -272,8 +272,8 @@ def write_memory(
     if existing is None:
         cursor = conn.execute(
             "INSERT INTO memories (id, tenant, agent, content, terms, type, importance,"
-            " created_at, updated_at, accessed_at, pinned, sources, metadata, acl,"
-            " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " created_at, updated_at, pinned, sources, metadata, acl,"
+            " content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 item.id,
                 scope.tenant,
@@ -284,7 +284,6 @@ def write_memory(
                 item.importance,
                 created,
                 now,
-                created,
                 int(item.pinned),
                 json.dumps(list(item.sources)),
                 item.metadata,
@@ -299,7 +298,7 @@ def write_memory(
         if deleted:  # remembered again after being forgotten: it comes back as written now
             conn.execute(
                 "UPDATE memories SET deleted = 0, deleted_at = NULL, type = ?, importance = ?,"
-                " pinned = ?, metadata = ?, acl = ?, created_at = ?, accessed_at = ?,"
+                " pinned = ?, metadata = ?, acl = ?, created_at = ?,"
                 " updated_at = ?, sources = ? WHERE seq = ?",
                 (
                     item.type,
@@ -308,12 +307,13 @@ def write_memory(
                     item.metadata,
                     "\n".join(item.acl),
                     created,
-                    created,
                     now,
                     json.dumps(sources),
                     seq,
                 ),
             )
+            # Its decay starts again from its new creation time; its access count stays.
+            conn.execute("UPDATE memory_access SET accessed_at = ? WHERE seq = ?", (created, seq))
             conn.execute("DELETE FROM memory_acl WHERE memory_seq = ?", (seq,))
         else:
             conn.execute(
