@@ -42,15 +42,19 @@ __all__ = ["Ranked", "RecallCaches", "finish", "run", "with_limit"]
 
 
 #: What ranking reads of a candidate; the full row is loaded for the returned ones only.
-_RANK_COLUMNS = "m.id, m.content, m.type, m.importance, m.pinned, m.created_at, m.terms, m.seq"
+_RANK_COLUMNS = (
+    "m.id, m.content, m.type, m.importance, m.pinned, m.created_at, ma.accessed_at, m.terms, m.seq"
+)
+#: Joins a memory row (alias ``m``) to its access row, which holds ``accessed_at``.
+_ACCESS = " JOIN memory_access ma ON ma.seq = m.seq"
 #: The rest of a returned memory's row (by ``seq``), completing it to ``_COLUMNS``.
 _REST_COLUMNS = (
-    "m.seq, m.tenant, m.agent, m.updated_at, ma.accessed_at, ma.access_count, m.deleted,"
-    " m.sources, m.metadata, m.acl, m.content_hash"
+    "m.seq, m.tenant, m.agent, m.updated_at, ma.access_count, m.deleted, m.sources, m.metadata,"
+    " m.acl, m.content_hash"
 )
 #: A candidate row: ``_RANK_COLUMNS`` and (from the content and hint queries) its score.
 Row = tuple[Any, ...]
-_SCORE = 8
+_SCORE = 9
 
 
 @dataclass(slots=True)
@@ -116,7 +120,7 @@ def _content(
         "WITH top AS MATERIALIZED (SELECT rowid AS seq, -bm25(memories_fts) AS s"
         " FROM memories_fts WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?)"
         f" SELECT {_RANK_COLUMNS}, top.s, (SELECT COUNT(*) FROM top),"
-        f" (SELECT MIN(s) FROM top) FROM top JOIN memories m ON m.seq = top.seq"
+        f" (SELECT MIN(s) FROM top) FROM top JOIN memories m ON m.seq = top.seq{_ACCESS}"
         f" WHERE {where} ORDER BY top.s DESC, m.id LIMIT ?",
         (match, fetch, *params, k),
     ).fetchall()
@@ -127,7 +131,7 @@ def _content(
             " FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND {where} ORDER BY s DESC, m.id LIMIT ?)"
             f" SELECT {_RANK_COLUMNS}, hits.s FROM hits JOIN memories m"
-            " ON m.seq = hits.seq ORDER BY hits.s DESC, m.id",
+            f" ON m.seq = hits.seq{_ACCESS} ORDER BY hits.s DESC, m.id",
             (match, *params, k),
         ).fetchall()
     return _normalized([(r[0], r[_SCORE]) for r in rows]), {r[0]: r for r in rows}
@@ -142,7 +146,7 @@ def _hints(
         " FROM memory_hints_fts JOIN memory_hints h ON h.id = memory_hints_fts.rowid"
         " WHERE memory_hints_fts MATCH ?)"
         f" SELECT {_RANK_COLUMNS}, MAX(x.s) AS s FROM x JOIN memories m ON m.id = x.memory_id"
-        f" WHERE {where} GROUP BY x.memory_id ORDER BY s DESC, x.memory_id LIMIT ?",
+        f"{_ACCESS} WHERE {where} GROUP BY x.memory_id ORDER BY s DESC, x.memory_id LIMIT ?",
         (_match(terms), *params, k),
     ).fetchall()
     return _normalized([(r[0], r[_SCORE]) for r in rows]), {r[0]: r for r in rows}
@@ -211,28 +215,16 @@ def _hub_threshold(
 def _load(conn: sqlite3.Connection, ids: Sequence[str], columns: str) -> dict[str, Row]:
     """Rows of ``columns`` by id (one statement whatever the number of ids)."""
     rows = conn.execute(
-        f"SELECT {columns} FROM memories m WHERE m.id IN (SELECT value FROM json_each(?))",
+        f"SELECT {columns} FROM memories m{_ACCESS} WHERE m.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(ids)),),
     )
     return {r[0]: r for r in rows}
 
 
 def _candidate(r: Row) -> Candidate:
-    """A candidate from its row; its access time is read by :func:`_access_times`."""
-    return Candidate(r[0], r[1], r[6], r[2], float(r[3]), bool(r[4]), float(r[5]), 0.0, seq=r[7])
-
-
-def _access_times(conn: sqlite3.Connection, candidates: Sequence[Candidate]) -> None:
-    """Each unpinned candidate's last access time (what decay needs): one statement, from
-    the narrow ``memory_access`` rows, for the candidates only."""
-    by_seq = {c.seq: c for c in candidates if not c.pinned}
-    if not by_seq:
-        return
-    for seq, accessed in conn.execute(
-        "SELECT seq, accessed_at FROM memory_access WHERE seq IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(by_seq)),),
-    ):
-        by_seq[seq].accessed_at = float(accessed)
+    return Candidate(
+        r[0], r[1], r[7], r[2], float(r[3]), bool(r[4]), float(r[5]), float(r[6]), seq=r[8]
+    )
 
 
 def _graph_links(
@@ -389,7 +381,6 @@ def run(
         _currentness(conn, scope, candidates)
         shaping.apply_currentness(ranked, cfg)
     if cfg.importance:
-        _access_times(conn, ranked)
         shaping.apply_importance(ranked, now, cfg)
     shaping.cap_traversal_only(ranked, cfg)
     ranked.sort(key=lambda c: (-c.score, c.id))
@@ -418,19 +409,17 @@ def _memories(conn: sqlite3.Connection, top: Sequence[Candidate]) -> tuple[Recal
     rest = {
         r[0]: r
         for r in conn.execute(
-            f"SELECT {_REST_COLUMNS} FROM memories m JOIN memory_access ma ON ma.seq = m.seq"
+            f"SELECT {_REST_COLUMNS} FROM memories m{_ACCESS}"
             " WHERE m.seq IN (SELECT value FROM json_each(?))",
             (json.dumps([c.seq for c in top]),),
         )
     }
     out = []
     for rank, c in enumerate(top, start=1):
-        _, tenant, agent, updated, accessed, count, deleted, sources, metadata, acl, digest = rest[
-            c.seq
-        ]
+        _, tenant, agent, updated, count, deleted, sources, metadata, acl, digest = rest[c.seq]
         row = (
             c.id, tenant, agent, c.content, c.type, c.importance, c.created_at, updated,
-            accessed, count, c.pinned, deleted, sources, metadata, acl, digest,
+            c.accessed_at, count, c.pinned, deleted, sources, metadata, acl, digest,
         )  # fmt: skip
         memory = row_memory(row)
         out.append(
