@@ -953,7 +953,9 @@ def test_readers_during_updates_see_one_snapshot_or_the_other(tmp_path: Path) ->
 
 @pytest.fixture
 def engine_from(two_snapshots: tuple[Path, Path]) -> Iterator[GroundingEngine]:
-    engine = GroundingEngine.from_snapshot(two_snapshots[0])
+    # Turns are not under test for time: a loaded machine can exceed the 800 ms default,
+    # and a turn past its deadline fails open with no block.
+    engine = GroundingEngine.from_snapshot(two_snapshots[0], GroundingConfig(timeout_ms=60_000))
     yield engine
     engine.close()
 
