@@ -229,3 +229,45 @@ def test_an_update_leaves_the_garbage_collector_as_it_found_it() -> None:
         assert not gc.isenabled()  # a host that turned it off keeps it off
     finally:
         gc.enable()
+
+
+MIXED = [*WORDS, "Ünïcode", "naïve", "x-ray", "it's", "42", "", "the the", "Alpha!"]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    old=st.lists(st.tuples(st.sampled_from(MIXED), st.sampled_from(MIXED)), max_size=6),
+    new=st.lists(st.tuples(st.sampled_from(MIXED), st.sampled_from(MIXED)), max_size=6),
+)
+def test_the_word_table_analyzes_an_update_as_the_builder_reads_it(
+    old: list[tuple[str, str]], new: list[tuple[str, str]], tmp_path_factory: Any
+) -> None:
+    """The update's analysis with the compiled word table gives the term ids, documents
+    and grown vocabulary of the builder's reader, over a build's dict vocabulary and a
+    loaded snapshot's hashed one."""
+    from groundwire.index import _bulk, grown
+    from groundwire.index.builder import document_entries, text_readers
+    from groundwire.text import Analyzer
+
+    if not _bulk.available():
+        pytest.skip("bulk-build kernel not compiled")
+    docs = [{"id": f"o{n}", "title": t, "text": b} for n, (t, b) in enumerate(old)]
+    built = KnowledgeBase.from_documents(docs)
+    folder = tmp_path_factory.mktemp("vocabulary") / "kb"
+    built.save(folder)
+    loaded = KnowledgeBase.load(folder)
+    added = document_entries(
+        [{"id": f"n{n}", "title": t, "text": b} for n, (t, b) in enumerate(new)]
+    )
+    for kb in (built, loaded):
+        settings_ = kb._parts.settings
+        readers = text_readers(settings_)[3]
+        analyzer = Analyzer(settings_.analyzer)
+        vocabulary = kb._parts.lexical.vocabulary
+        fast = grown.new_occurrences(added, readers, analyzer, vocabulary)
+        with pytest.MonkeyPatch.context() as patched:
+            patched.setattr(_bulk, "available", lambda: False)
+            slow = grown.new_occurrences(added, readers, analyzer, vocabulary)
+        for a, b in zip(fast[:2], slow[:2], strict=True):
+            assert [x.tolist() for x in a] == [x.tolist() for x in b]
+        assert list(fast[2].items()) == list(slow[2].items())

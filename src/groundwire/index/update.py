@@ -16,10 +16,8 @@ renumbered; new ones are merged in).
 from __future__ import annotations
 
 import gc
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import wraps
-from itertools import pairwise
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
@@ -28,19 +26,14 @@ import numpy.typing as npt
 from groundwire.config import DELTA_COMPACT_SHARE, IndexSettings
 from groundwire.errors import KnowledgeIndexError
 from groundwire.index import merge
-from groundwire.index.builder import (
-    links_of,
-    phrases_of,
-    relations_of,
-    term_ids_reader,
-    text_readers,
-)
+from groundwire.index.builder import links_of, phrases_of, relations_of, text_readers
 from groundwire.index.delta import DeltaIndex, empty_delta
+from groundwire.index.grown import new_occurrences, pair_occurrences
 from groundwire.index.lexical import IntArray, LexicalIndex, MaskArray
-from groundwire.index.lexical_builder import LexicalIndexBuilder, rows_of
+from groundwire.index.lexical_builder import rows_of
 from groundwire.index.parts import Parts, StoredSegment
-from groundwire.index.store.codecs import HashedStrings
-from groundwire.index.store.views import SortedPositions, SplicedEntries
+from groundwire.index.store.codecs import StringTable, encode_strings
+from groundwire.index.store.views import SortedIds, SplicedEntries, spliced_ids
 from groundwire.ingest.validate import entry_digest
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
@@ -97,17 +90,16 @@ def update_parts(
     both = gone & set(new_ids)
     if both:
         raise KnowledgeIndexError(f"ids {sorted(both)[:5]} are both deleted and upserted")
-    missing = sorted(i for i in gone if i not in parts.positions)
-    if missing:
+    ids_before = SortedIds(_id_table(parts))
+    doomed = sorted(gone)
+    at, found = ids_before.locate([*doomed, *new_ids])
+    if not found[: len(doomed)].all():
+        missing = [i for i, ok in zip(doomed, found.tolist(), strict=False) if not ok]
         raise KnowledgeIndexError(f"cannot delete {missing[:5]}: no such entries")
     old_n = len(parts.entries)
     keep = np.ones(old_n, dtype=bool)
-    for entry_id in (*gone, *new_ids):
-        at = parts.positions.get(entry_id)
-        if at is not None:
-            keep[at] = False
-    old_ids = _old_ids(parts)
-    source = _merge_order(old_ids, keep, new_ids)
+    keep[at[found]] = False  # deleted, or replaced by an upsert of the same id
+    source = _merge_order(keep, at[len(doomed) :])
     n = int(source.shape[0])
     from_old = source >= 0
     old_to_new = np.full(old_n, -1, dtype=np.int64)
@@ -115,11 +107,8 @@ def update_parts(
     new_at = np.empty(len(new), dtype=np.int64)
     new_at[-1 - source[~from_old]] = np.flatnonzero(~from_old)
     entries = SplicedEntries(parts.entries, new, source)
-    # Ids by new position in one gather (no Python step per entry); positions by bisection
-    # over them (ids ascend, as a loaded snapshot's SortedIds): no dict of every id.
-    pool = np.array([*old_ids, *new_ids], dtype=object)
-    ids: list[str] = pool[np.where(from_old, source, old_n - 1 - source)].tolist()
-    positions = SortedPositions(ids)
+    # The id table by new position, spliced as bytes (no string per entry decoded).
+    positions = SortedIds(spliced_ids(ids_before.table, new_ids, source))
     analyzer = Analyzer(settings.analyzer)
     lexical = _updated(parts.lexical, settings, analyzer, new, old_to_new, new_at, n, compact)
     exact, alias = _phrases(parts, old_to_new, new, new_at, analyzer, exact_ids, exact_titles)
@@ -156,37 +145,30 @@ def _stored(parts: Parts, lexical: LexicalIndex | DeltaIndex) -> StoredSegment |
     return stored
 
 
-def _old_ids(parts: Parts) -> list[str]:
-    if isinstance(parts.positions, SortedPositions):  # an update's: the ids as a list
-        return parts.positions.ids
-    table = getattr(parts.positions, "table", None)  # a loaded snapshot's sorted id table
-    return strings_of(table) if table is not None else list(parts.positions)
+def _id_table(parts: Parts) -> StringTable:
+    """The ids by position as a string table: a loaded or updated snapshot's own, or
+    encoded (a build's dict of positions, in id order)."""
+    table = getattr(parts.positions, "table", None)
+    if isinstance(table, StringTable):
+        return table
+    encoded, offsets = encode_strings(list(parts.positions), "entry ids")
+    return StringTable(np.frombuffer(encoded, dtype=np.uint8), offsets)
 
 
-def strings_of(table: Any) -> list[str]:
-    """Every string of a :class:`StringTable`, decoded at once (not one call per string)."""
-    blob = np.asarray(table.blob, dtype=np.uint8).tobytes()
-    bounds = np.asarray(table.offsets, dtype=np.int64).tolist()
-    if blob.isascii():  # one character per byte: slice the decoded text
-        text = blob.decode("ascii")
-        return [text[a:b] for a, b in pairwise(bounds)]
-    return [blob[a:b].decode("utf-8") for a, b in pairwise(bounds)]
-
-
-def _merge_order(old_ids: list[str], keep: MaskArray, new_ids: list[str]) -> I64:
+def _merge_order(keep: MaskArray, at: I64) -> I64:
     """For each new position (ids in code point order): its old position, or ``-1 - i``
-    for the i-th new entry (``new_ids`` sorted; none of them among the kept ids)."""
+    for the i-th new entry (sorted; ``at``: where each goes among all old ids, none of
+    them a kept id)."""
     kept = np.flatnonzero(keep)
-    if not new_ids:
+    if not at.shape[0]:
         return kept.astype(np.int64)
-    # Where each new id goes among all old ids; kept old ids before it come before it.
-    at = np.array([bisect_left(old_ids, i) for i in new_ids], dtype=np.int64)
+    # Kept old ids before a new id's place come before it.
     kept_before = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
-    new_pos = kept_before[at] + np.arange(len(new_ids), dtype=np.int64)
+    new_pos = kept_before[at] + np.arange(at.shape[0], dtype=np.int64)
     old_pos = np.arange(kept.shape[0], dtype=np.int64) + np.searchsorted(at, kept, side="right")
-    source = np.empty(kept.shape[0] + len(new_ids), dtype=np.int64)
+    source = np.empty(kept.shape[0] + at.shape[0], dtype=np.int64)
     source[old_pos] = kept
-    source[new_pos] = -1 - np.arange(len(new_ids), dtype=np.int64)
+    source[new_pos] = -1 - np.arange(at.shape[0], dtype=np.int64)
     return source
 
 
@@ -297,22 +279,14 @@ def _lexical(
 ) -> LexicalIndex:
     """The old rows renumbered and the new entries' rows merged in, scored afresh."""
     names, pair_field, pair_sources, readers = text_readers(settings)
-    builder = LexicalIndexBuilder(names, pair_field=pair_field, pair_sources=pair_sources)
     vocabulary = old.vocabulary
-    if not new:  # nothing to analyze: the vocabulary stays as it is (a table or a dict)
-        builder.vocabulary = {}
-    elif isinstance(vocabulary, HashedStrings):  # a loaded snapshot: term id = string number
-        known = strings_of(vocabulary.strings)
-        builder.vocabulary = dict(zip(known, range(len(known)), strict=True))
-    else:
-        builder.vocabulary = dict(vocabulary)
     old_single = len(vocabulary)
-    ids_of = term_ids_reader(analyzer, builder)
-    for entry in new:
-        builder.add_ids([ids_of(text) if (text := read(entry)) else [] for read in readers])
-    single = len(builder.vocabulary) if new else old_single
-    terms_of: Mapping[str, int] = builder.vocabulary if new else vocabulary
-    terms, local_docs = builder.occurrences()
+    terms_of: Mapping[str, int] = vocabulary
+    terms: list[IntArray] = [_NO.astype(np.int32) for _ in names]
+    local_docs: list[IntArray] = list(terms)
+    if new:
+        terms, local_docs, terms_of = new_occurrences(new, readers, analyzer, vocabulary)
+    single = len(terms_of)
     docs = [new_at[d] for d in local_docs]
     scale = max(n, 1)
     # Old pairs keyed for the grown vocabulary (order kept: every second term < V).
@@ -321,12 +295,13 @@ def _lexical(
     new_pairs: I64 = _NO
     owners: npt.NDArray[Any] = _NO
     if pair_field is not None:
-        new_pairs, owners = builder.pair_occurrences(terms, local_docs)
+        sources = [names.index(name) for name in pair_sources]
+        new_pairs, owners = pair_occurrences(terms, local_docs, sources, single)
     new_pair_docs = new_at[owners]
     pair_keys, pair_rows = _grown(old_pairs, new_pairs)
     # Old row -> new row: single terms keep their ids, pairs move past the new ones.
     row_map = np.concatenate([np.arange(old_single, dtype=np.int64), single + pair_rows])
-    fields = list(builder.fields)
+    fields = [*names, pair_field] if pair_field is not None else list(names)
     added = []
     for f, name in enumerate(fields):
         if name == pair_field:
@@ -379,7 +354,7 @@ _NO: I64 = np.empty(0, dtype=np.int64)
 def _grown(old: I64, new: I64) -> tuple[I64, I64]:
     """``old`` (sorted, distinct) with the keys of ``new`` it lacks, sorted, and where each
     old key went: O(len(old)) without a search per old key."""
-    fresh = np.unique(new).astype(np.int64)
+    fresh = merge.distinct(new)
     if not fresh.shape[0] or not old.shape[0]:
         where = np.arange(old.shape[0], dtype=np.int64)
         return np.concatenate([old, fresh]).astype(np.int64), where
@@ -459,9 +434,10 @@ def _digests(
 ) -> npt.NDArray[np.uint8] | None:
     if parts.digests is None:
         return None  # computed when saved
-    out = np.zeros((source.shape[0], 32), dtype=np.uint8)
-    out[from_old] = np.asarray(parts.digests).reshape(-1, 32)[source[from_old]]
+    old = np.ascontiguousarray(parts.digests, dtype=np.uint8).reshape(-1, 32).view("V32")
+    out = np.empty(source.shape[0], dtype="V32")  # one 32-byte item per entry: one gather
+    out[np.flatnonzero(from_old)] = np.take(old.ravel(), source[from_old])
     fresh = [new[-1 - s] for s in source[~from_old].tolist()]
     if fresh:
-        out[~from_old] = np.frombuffer(b"".join(map(entry_digest, fresh)), np.uint8).reshape(-1, 32)
-    return out
+        out[np.flatnonzero(~from_old)] = np.frombuffer(b"".join(map(entry_digest, fresh)), "V32")
+    return out.view(np.uint8).reshape(-1, 32)

@@ -410,10 +410,16 @@ def delta_parts(
     ids = StringTable(seg["ids.bytes"], seg["ids.offsets"])
     base_entries = LazyEntries(base["entries"], base["entries.offsets"], base_ids)
     fresh = LazyEntries(seg["entries"], seg["entries.offsets"], Picked(ids, added))
-    digests = np.empty((n, 32), dtype=np.uint8)
-    digests[now] = base["entries.digests"][live]
-    digests[added] = seg["entries.digests"]
+    spliced = np.empty(n, dtype="V32")  # one 32-byte item per entry: one gather each
+    spliced[now] = np.take(_items(base["entries.digests"]), live)
+    spliced[added] = _items(seg["entries.digests"])
+    digests = spliced.view(np.uint8).reshape(n, 32)
     digests.flags.writeable = False
     entries = SplicedEntries(base_entries, fresh, source)
     stored = stored_segment(base_lexical, base_entries, base_record, base)
     return index, entries, digests, stored
+
+
+def _items(digests: npt.NDArray[np.uint8]) -> npt.NDArray[np.void]:
+    """``(k, 32)`` digest bytes as ``k`` 32-byte items."""
+    return np.ascontiguousarray(digests, dtype=np.uint8).reshape(-1, 32).view("V32").ravel()

@@ -11,24 +11,26 @@ import numpy as np
 import numpy.typing as npt
 
 from groundwire.errors import IndexFormatError
-from groundwire.index.store.codecs import StringTable, decode_entry, encode_entry
+from groundwire.index.store.codecs import StringTable, decode_entry, encode_entry, encode_strings
 from groundwire.model import KnowledgeEntry
 
 __all__ = [
+    "ById",
     "LazyEntries",
     "Picked",
     "SortedIds",
     "SortedPositions",
     "SplicedEntries",
     "line_of",
+    "spliced_ids",
     "string_rows",
 ]
 
 I64 = npt.NDArray[np.int64]
 
 
-class _ById(Mapping[str, int]):
-    """A mapping defined by ``get`` (entry id → position, None when absent)."""
+class ById(Mapping[str, int]):
+    """A string-keyed mapping defined by ``get`` (e.g. entry id → position; None: absent)."""
 
     __slots__ = ()
 
@@ -46,7 +48,7 @@ class _ById(Mapping[str, int]):
         return isinstance(key, str) and self.get(key) is not None
 
 
-class SortedPositions(_ById):
+class SortedPositions(ById):
     """Entry id → position, by bisection over a list of the ids in position (code point)
     order: what an update makes instead of a dict of every id."""
 
@@ -67,7 +69,7 @@ class SortedPositions(_ById):
         return len(self.ids)
 
 
-class SortedIds(_ById):
+class SortedIds(ById):
     """Entry id → position, by binary search over the sorted ids (nothing decoded ahead)."""
 
     __slots__ = ("table",)
@@ -86,11 +88,41 @@ class SortedIds(_ById):
         at = bisect_left(range(count), data, key=raw)
         return at if at < count and raw(at) == data else default
 
+    def locate(self, keys: Sequence[str]) -> tuple[I64, npt.NDArray[np.bool_]]:
+        """Where each key goes among the ids (bisect left) and whether it is there."""
+        raw, count = self.table.raw, len(self.table)
+        at = np.empty(len(keys), dtype=np.int64)
+        found = np.zeros(len(keys), dtype=bool)
+        for i, key in enumerate(keys):
+            data = key.encode("utf-8", "surrogatepass")  # code point order all the same
+            at[i] = where = bisect_left(range(count), data, key=raw)
+            found[i] = where < count and raw(where) == data
+        return at, found
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.table)
 
     def __len__(self) -> int:
         return len(self.table)
+
+
+def spliced_ids(old: StringTable, new: Sequence[str], source: I64) -> StringTable:
+    """The id table by new position: ``source[p]`` an old position, or ``-1 - i`` for
+    ``new[i]``; the old ids' bytes are copied in one gather (none decoded)."""
+    encoded, new_offsets = encode_strings(new, "entry ids")
+    old_offsets = np.asarray(old.offsets, dtype=np.int64)
+    from_old = source >= 0
+    kept, fresh = source[from_old], -1 - source[~from_old]
+    starts = np.empty(source.shape[0], dtype=np.int64)
+    sizes = np.empty(source.shape[0], dtype=np.int64)
+    starts[from_old], sizes[from_old] = old_offsets[kept], np.diff(old_offsets)[kept]
+    starts[~from_old] = int(old_offsets[-1]) + new_offsets[fresh]
+    sizes[~from_old] = np.diff(new_offsets)[fresh]
+    offsets = np.zeros(source.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    pool = np.concatenate([np.asarray(old.blob, dtype=np.uint8), np.frombuffer(encoded, np.uint8)])
+    at = np.repeat(starts - offsets[:-1], sizes) + np.arange(int(offsets[-1]), dtype=np.int64)
+    return StringTable(pool[at], offsets)
 
 
 class LazyEntries(Sequence[KnowledgeEntry]):

@@ -46,6 +46,7 @@ from groundwire.config import DELTA_COMPACT_SHARE, MAX_SNAPSHOT_JSON_DEPTH
 from groundwire.errors import IndexFormatError, KnowledgeIndexError
 from groundwire.index.builder import links_of
 from groundwire.index.delta import DeltaIndex
+from groundwire.index.grown import GrownVocabulary
 from groundwire.index.lexical import LexicalIndex
 from groundwire.index.parts import Parts, SnapshotSection, StoredSegment, known_sections
 from groundwire.index.store import checksums, storage
@@ -124,6 +125,8 @@ def _vocabulary(lexical: LexicalIndex) -> list[storage.Payload]:
         table = vocabulary.strings
         blob, offsets = table.blob, table.offsets
         keys, order = vocabulary.key_array, vocabulary.order_array
+    elif isinstance(vocabulary, GrownVocabulary) and isinstance(vocabulary.base, HashedStrings):
+        blob, offsets, keys, order = _grown_tables(vocabulary.base, list(vocabulary.added))
     else:
         terms = list(vocabulary)
         ids = np.fromiter(vocabulary.values(), np.int64, len(terms))
@@ -141,6 +144,24 @@ def _vocabulary(lexical: LexicalIndex) -> list[storage.Payload]:
         _array("terms.keys", keys, U8),
         _array("terms.order", order, I4),
     ]
+
+
+def _grown_tables(
+    base: HashedStrings, added: list[str]
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.uint64], Any]:
+    """A loaded vocabulary's tables with ``added`` (ids from ``len(base)``) appended: only
+    the new terms hashed, the keys merged (equal to hashing and sorting them all)."""
+    encoded, new_offsets = encode_strings(added, "vocabulary")
+    new_blob = np.frombuffer(encoded, dtype=np.uint8)
+    old_offsets = np.asarray(base.strings.offsets, dtype=np.int64)
+    blob = np.concatenate([np.asarray(base.strings.blob, dtype=np.uint8), new_blob])
+    offsets = np.concatenate([old_offsets, old_offsets[-1] + new_offsets[1:]])
+    keys = np.concatenate([np.asarray(base.key_array), hash_keys(new_blob, new_offsets)])
+    numbers = np.arange(len(base), len(base) + len(added), dtype=np.int32)
+    order = np.concatenate([np.asarray(base.order_array, dtype=np.int32), numbers])
+    # Stable: ties keep base numbers first and each part's own order, as sort_keys does.
+    by_key = np.argsort(keys, kind="stable")
+    return blob, offsets, keys[by_key], order[by_key]
 
 
 def _entries(
@@ -291,15 +312,19 @@ def _encode(parts: Parts) -> tuple[dict[str, Any], list[storage.Payload]]:
     pairs = int(lexical.pair_seconds.shape[0])
     if n >= 2**31 or len(lexical.vocabulary) + pairs >= 2**31:
         raise KnowledgeIndexError("snapshots hold fewer than 2**31 entries and terms")
-    sorted_ids = isinstance(parts.positions, (SortedIds, SortedPositions))
-    ids = list(parts.positions) if sorted_ids else None
-    ids = ids if ids is not None else [entry.id for entry in parts.entries]
+    if isinstance(parts.positions, SortedIds):  # a loaded or updated snapshot's table
+        table = parts.positions.table
+        id_files = [_blob("ids.bytes", table.blob), _array("ids.offsets", table.offsets, I8)]
+    else:
+        sorted_ids = isinstance(parts.positions, SortedPositions)
+        ids = list(parts.positions) if sorted_ids else [entry.id for entry in parts.entries]
+        id_files = _strings("ids", ids)
     entry_files, digests = _entries(parts.entries, parts.digests, added)
     link_files, links = _links(parts)
     segment = [
         *_lexical(lexical),
         *_vocabulary(lexical),
-        *_strings("ids", ids),
+        *id_files,
         *entry_files,
         *link_files,
         *_phrases("exact", parts.exact_index),
