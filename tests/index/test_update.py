@@ -271,3 +271,31 @@ def test_the_word_table_analyzes_an_update_as_the_builder_reads_it(
         for a, b in zip(fast[:2], slow[:2], strict=True):
             assert [x.tolist() for x in a] == [x.tolist() for x in b]
         assert list(fast[2].items()) == list(slow[2].items())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    old=st.sets(st.text("abé\u4e2d", min_size=1, max_size=4), max_size=12),
+    new=st.sets(st.text("abcé", min_size=1, max_size=5), max_size=6),
+    kept=st.integers(0, 2**12),
+)
+def test_an_updated_id_table_is_spliced_as_bytes(old: set[str], new: set[str], kept: int) -> None:
+    """The id table an update splices (old ids' bytes copied run by run, new ones
+    inserted) holds the final ids in code point order."""
+    import numpy as np
+
+    from groundwire.index.store.codecs import StringTable, encode_strings
+    from groundwire.index.store.views import spliced_ids
+
+    before = sorted(old)
+    blob, offsets = encode_strings(before, "ids")
+    table = StringTable(np.frombuffer(blob, np.uint8), offsets)
+    keep = [i for n, i in enumerate(before) if kept >> n & 1]
+    added = sorted(new - set(keep))
+    final = sorted([*keep, *added])
+    source = np.array(
+        [before.index(i) if i in keep else -1 - added.index(i) for i in final], dtype=np.int64
+    )
+    spliced = spliced_ids(table, added, source)
+    assert list(spliced) == final
+    assert int(spliced.offsets[-1]) == len(spliced.blob)

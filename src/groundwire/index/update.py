@@ -165,7 +165,9 @@ def _merge_order(keep: MaskArray, at: I64) -> I64:
     # Kept old ids before a new id's place come before it.
     kept_before = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
     new_pos = kept_before[at] + np.arange(at.shape[0], dtype=np.int64)
-    old_pos = np.arange(kept.shape[0], dtype=np.int64) + np.searchsorted(at, kept, side="right")
+    # Each kept id moves right by the new ids placed at or before it (a count, no search).
+    placed = np.cumsum(np.bincount(at, minlength=keep.shape[0] + 1))
+    old_pos = np.arange(kept.shape[0], dtype=np.int64) + placed[kept]
     source = np.empty(kept.shape[0] + at.shape[0], dtype=np.int64)
     source[old_pos] = kept
     source[new_pos] = -1 - np.arange(at.shape[0], dtype=np.int64)

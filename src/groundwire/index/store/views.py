@@ -108,21 +108,22 @@ class SortedIds(ById):
 
 def spliced_ids(old: StringTable, new: Sequence[str], source: I64) -> StringTable:
     """The id table by new position: ``source[p]`` an old position, or ``-1 - i`` for
-    ``new[i]``; the old ids' bytes are copied in one gather (none decoded)."""
+    ``new[i]``. The old ids' bytes are copied run by run (positions that follow each
+    other in the old table): one slice per run, none decoded."""
     encoded, new_offsets = encode_strings(new, "entry ids")
     old_offsets = np.asarray(old.offsets, dtype=np.int64)
-    from_old = source >= 0
-    kept, fresh = source[from_old], -1 - source[~from_old]
-    starts = np.empty(source.shape[0], dtype=np.int64)
-    sizes = np.empty(source.shape[0], dtype=np.int64)
-    starts[from_old], sizes[from_old] = old_offsets[kept], np.diff(old_offsets)[kept]
-    starts[~from_old] = int(old_offsets[-1]) + new_offsets[fresh]
-    sizes[~from_old] = np.diff(new_offsets)[fresh]
-    offsets = np.zeros(source.shape[0] + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+    # Both tables as one: new id i is string len(old) + i of the pool.
+    pool_offsets = np.concatenate([old_offsets, int(old_offsets[-1]) + new_offsets[1:]])
     pool = np.concatenate([np.asarray(old.blob, dtype=np.uint8), np.frombuffer(encoded, np.uint8)])
-    at = np.repeat(starts - offsets[:-1], sizes) + np.arange(int(offsets[-1]), dtype=np.int64)
-    return StringTable(pool[at], offsets)
+    rows = np.where(source >= 0, source, len(old) - 1 - source)
+    starts = np.flatnonzero(np.diff(rows, prepend=-2) != 1)  # where a run begins
+    ends = np.append(starts[1:], rows.shape[0]).astype(np.int64)
+    lo = pool_offsets[rows[starts]].tolist()
+    hi = pool_offsets[rows[ends - 1] + 1].tolist() if rows.shape[0] else []
+    blob = np.concatenate([pool[:0], *(pool[a:b] for a, b in zip(lo, hi, strict=True))])
+    offsets = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.diff(pool_offsets)[rows], out=offsets[1:])
+    return StringTable(blob, offsets)
 
 
 class LazyEntries(Sequence[KnowledgeEntry]):
