@@ -84,7 +84,9 @@ def _known(base: Mapping[str, int], terms: list[str]) -> list[int]:
     out = np.full(len(terms), -1, dtype=np.int64)
     out[checked[~wrong]] = candidate[checked[~wrong]]
     # Another string of the same key came first (rare): the full search.
-    for i in np.setdiff1d(np.flatnonzero(same_key), checked[~wrong]).tolist():
+    unsure = same_key.copy()
+    unsure[checked[~wrong]] = False
+    for i in np.flatnonzero(unsure).tolist():
         out[i] = base.get(terms[i], -1)
     return out.tolist()
 
