@@ -367,6 +367,7 @@ def check_engine(s: Scenario) -> None:
         authorize=host_authorizer(s.seed),
         retrieval=gw.RetrievalConfig(hybrid=settings),
         embedder=None if settings.mode == "lexical" else EMBEDDER,
+        timeout_ms=60_000,  # not under test for time: a turn past 800 ms fails open, no channels
     )
     with gw.GroundingEngine(config) as engine:
         assert engine.ready(30)
