@@ -33,8 +33,8 @@ from groundwire.index.lexical import IntArray, LexicalIndex, MaskArray
 from groundwire.index.lexical_builder import rows_of
 from groundwire.index.parts import Parts, StoredSegment
 from groundwire.index.store.codecs import StringTable, encode_strings
+from groundwire.index.store.lines import entry_digests
 from groundwire.index.store.views import SortedIds, SplicedEntries, spliced_ids
-from groundwire.ingest.validate import entry_digest
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
 
@@ -441,5 +441,5 @@ def _digests(
     out[np.flatnonzero(from_old)] = np.take(old.ravel(), source[from_old])
     fresh = [new[-1 - s] for s in source[~from_old].tolist()]
     if fresh:
-        out[np.flatnonzero(~from_old)] = np.frombuffer(b"".join(map(entry_digest, fresh)), "V32")
+        out[np.flatnonzero(~from_old)] = np.frombuffer(entry_digests(fresh), "V32")
     return out.view(np.uint8).reshape(-1, 32)

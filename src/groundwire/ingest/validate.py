@@ -48,6 +48,7 @@ __all__ = [
     "content_record",
     "entry_digest",
     "normalize_and_validate",
+    "stable_metadata",
 ]
 
 #: Keys an authored entry may carry (file front matter, JSON/YAML, dicts).
@@ -155,9 +156,14 @@ def content_record(entry: KnowledgeEntry) -> bytes:
         "status": entry.status,
         "version": entry.version,
         "source_id": entry.source_id,
-        "metadata": _stable(dict(entry.metadata)),
+        "metadata": stable_metadata(entry.metadata),
     }
     return json.dumps(record, ensure_ascii=False, sort_keys=True, default=repr).encode()
+
+
+def stable_metadata(metadata: Mapping[str, Any]) -> Any:
+    """Metadata as :func:`content_record` hashes it (see ``_stable``)."""
+    return _stable(dict(metadata))
 
 
 def entry_digest(entry: KnowledgeEntry) -> bytes:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from abc import abstractmethod
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from groundwire.errors import IndexFormatError
 from groundwire.index.store.codecs import StringTable, decode_entry, encode_entry, encode_strings
+from groundwire.index.store.lines import encoded_lines
 from groundwire.model import KnowledgeEntry
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "SortedIds",
     "SortedPositions",
     "SplicedEntries",
+    "gathered_lines",
     "line_of",
     "spliced_ids",
     "string_rows",
@@ -217,13 +219,11 @@ class SplicedEntries(Sequence[KnowledgeEntry]):
     def lines(self, positions: I64) -> tuple[bytes, I64]:
         """The JSON lines of the entries at ``positions``: copied from mapped lines where
         the entries came from a snapshot, else encoded."""
-        chunks = []
-        for at in self._source[positions].tolist():
-            if at >= 0:
-                chunks.append(line_of(self._old, at))
-            else:
-                chunks.append(line_of(self._new, -1 - at))
-        return _joined_lines(chunks)
+        old, new = self._old, self._new
+        picks = [
+            (old, at) if at >= 0 else (new, -1 - at) for at in self._source[positions].tolist()
+        ]
+        return gathered_lines(picks)
 
     def encoded(self) -> tuple[Any, I64] | None:
         """The JSON lines blob and offsets, copying old entries' bytes when the old
@@ -263,20 +263,38 @@ class _Joined(Sequence[KnowledgeEntry]):
             return self._first[index]
         return self._second[index - len(self._first)]
 
-    def line(self, index: int) -> bytes:
+    def line(self, index: int) -> bytes | None:
         if index < len(self._first):
-            return line_of(self._first, index)
-        return line_of(self._second, index - len(self._first))
+            return stored_line(self._first, index)
+        return stored_line(self._second, index - len(self._first))
 
 
-def line_of(entries: Sequence[KnowledgeEntry], index: int) -> bytes:
-    """Entry ``index``'s JSON line: the stored bytes when ``entries`` has them."""
+def stored_line(entries: Sequence[KnowledgeEntry], index: int) -> bytes | None:
+    """Entry ``index``'s JSON line as stored, when ``entries`` has it (else None)."""
     if isinstance(entries, LazyEntries):
         offsets = entries._view
         return bytes(entries.blob[offsets[index] : offsets[index + 1]])
     if isinstance(entries, _Joined):
         return entries.line(index)
-    return encode_entry(entries[index]) + b"\n"
+    return None
+
+
+def line_of(entries: Sequence[KnowledgeEntry], index: int) -> bytes:
+    """Entry ``index``'s JSON line: the stored bytes when ``entries`` has them."""
+    found = stored_line(entries, index)
+    return found if found is not None else encode_entry(entries[index]) + b"\n"
+
+
+def gathered_lines(picks: Sequence[tuple[Sequence[KnowledgeEntry], int]]) -> tuple[bytes, I64]:
+    """The JSON lines of the entries ``picks`` names (sequence, index), joined, and their
+    offsets: stored bytes copied, the others encoded together (``lines.py``)."""
+    chunks = [stored_line(entries, index) for entries, index in picks]
+    missing = [k for k, chunk in enumerate(chunks) if chunk is None]
+    if missing:
+        fresh = [picks[k][0][picks[k][1]] for k in missing]
+        for k, line in zip(missing, encoded_lines(fresh), strict=True):
+            chunks[k] = line
+    return _joined_lines(cast("list[bytes]", chunks))
 
 
 def _joined_lines(lines: list[bytes]) -> tuple[bytes, I64]:

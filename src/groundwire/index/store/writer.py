@@ -53,7 +53,6 @@ from groundwire.index.store import checksums, storage
 from groundwire.index.store.codecs import (
     HashedStrings,
     check_json_depth,
-    encode_entry,
     encode_strings,
     hash_keys,
     npy_header,
@@ -73,9 +72,15 @@ from groundwire.index.store.layout import (
     canonical,
     settings_json,
 )
+from groundwire.index.store.lines import encoded_entries, entry_digests
 from groundwire.index.store.reader import load_parts, verify_staged
-from groundwire.index.store.views import SortedIds, SortedPositions, SplicedEntries, line_of
-from groundwire.ingest.validate import combine_digests, entry_digest
+from groundwire.index.store.views import (
+    SortedIds,
+    SortedPositions,
+    SplicedEntries,
+    gathered_lines,
+)
+from groundwire.ingest.validate import combine_digests
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
 
@@ -170,36 +175,32 @@ def _entries(
     stored: npt.NDArray[np.int64] | None = None,
 ) -> tuple[list[storage.Payload], npt.NDArray[np.uint8]]:
     """The entry lines, offsets and digests of every entry, or of those at ``stored``
-    positions (a delta segment's); returns them and every entry's digest."""
-    if digests is None:
-        digests = np.frombuffer(b"".join(map(entry_digest, entries)), np.uint8)
-    digests = np.asarray(digests, dtype=np.uint8).reshape(len(entries), 32)
-    blob: Any
+    positions (a delta segment's); returns them and every entry's digest. Lines and
+    digests are encoded in bulk (``lines.py``) unless stored ones can be copied."""
+    chunks: list[Any]
+    fresh = None
     if stored is not None:
         if isinstance(entries, SplicedEntries):
             blob, offsets = entries.lines(stored)
         else:
-            lines = [line_of(entries, at) for at in stored.tolist()]
-            blob, offsets = b"".join(lines), _bounds(lines)
-        payloads = [
-            _blob("entries", blob, "jsonl"),
-            _array("entries.offsets", offsets, I8),
-            _array("entries.digests", digests[stored], U1),
-        ]
-        return payloads, digests
-    encoded = getattr(entries, "encoded", None)  # a loaded (or updated) snapshot's lines
-    found = encoded() if encoded is not None else None
-    if found is not None:
-        blob, offsets = found
+            blob, offsets = gathered_lines([(entries, at) for at in stored.tolist()])
+        chunks = [blob]
     else:
-        lines = [encode_entry(entry) + b"\n" for entry in entries]
-        blob, offsets = b"".join(lines), _bounds(lines)
-    payloads = [
-        _blob("entries", blob, "jsonl"),
-        _array("entries.offsets", offsets, I8),
-        _array("entries.digests", digests, U1),
-    ]
-    return payloads, digests
+        encoded = getattr(entries, "encoded", None)  # a loaded (or updated) snapshot's lines
+        found = encoded() if encoded is not None else None
+        if found is not None:
+            chunks, offsets = [found[0]], found[1]
+        else:
+            chunks, offsets, fresh = encoded_entries(entries, digests is None)
+    if digests is None:
+        fresh = fresh if fresh is not None else entry_digests(entries)
+        digests = np.frombuffer(fresh, np.uint8)
+    digests = np.asarray(digests, dtype=np.uint8).reshape(len(entries), 32)
+    lines = storage.Payload("entries", "jsonl", chunks)
+    kept = digests if stored is None else digests[stored]
+    return [lines, _array("entries.offsets", offsets, I8), _array("entries.digests", kept, U1)], (
+        digests
+    )
 
 
 def _bounds(lines: Sequence[bytes]) -> npt.NDArray[np.int64]:
