@@ -7,9 +7,10 @@ the only mutable name. This module knows nothing of knowledge bases: ``writer.py
 
 Writing (see :func:`write_files`, :func:`install_new`, :func:`swap_manifest`):
 files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600 inside a
-temporary folder made by ``mkdtemp`` (mode 0700), fsynced one by one, then the folder
-itself is fsynced. A new snapshot is renamed into place as a whole folder; an existing
-one is replaced by moving the new content-addressed files in (names never collide with
+temporary folder made by ``mkdtemp`` (mode 0700), hashed, written and fsynced on a
+few threads (every file fsynced before the folder is), then the folder itself is
+fsynced. A new snapshot is renamed into place as a whole folder; an existing one is
+replaced by moving the new content-addressed files in (names never collide with
 different content) and then renaming the new ``manifest.json`` over the old one: one
 atomic ``rename(2)``. Writers of one folder serialize on ``flock`` of its ``.lock``.
 
@@ -31,6 +32,7 @@ import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,8 @@ LOCK = ".lock"
 TMP_PREFIX = ".tmp-"
 #: Names a snapshot writer creates; anything else in a folder is never deleted.
 OBJECT_NAME = re.compile(r"[a-z0-9_]+(\.[a-z0-9_]+)*\.[0-9a-f]{12}\.(npy|bin|json|jsonl)")
+#: Threads hashing, writing and fsyncing a save's files: one per core, at most 4.
+_WRITE_THREADS = max(1, min(4, os.cpu_count() or 1))
 _WRITE_CHUNK = 1 << 26  # os.write moves at most ~2 GiB per call; 64 MiB keeps it simple
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -137,34 +141,46 @@ def write_files(
     except those ``reuse(name, digest, size)`` says are already where they go (marked
     ``reused``) and names written once already (same name, same bytes).
 
-    Returns the manifest's ``files`` table: slot (logical name) → file, digest
-    (``<algorithm>:<hex>``), bytes (and dtype/shape for arrays).
+    Digests, writes and fsyncs run on a few threads (hashing, ``write(2)`` and
+    ``fsync(2)`` release the GIL): a save's files are hashed and made durable side by
+    side instead of one after the other. Returns the manifest's ``files`` table: slot
+    (logical name) → file, digest (``<algorithm>:<hex>``), bytes (and dtype/shape for
+    arrays).
     """
     table: dict[str, dict[str, Any]] = {}
     done: dict[str, bool] = {}  # name → reused
     dir_fd = os.open(folder, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
     try:
-        for payload in payloads:
-            known = payload.known
-            if known is not None and known[0] in done:
-                name, digest, size = known
-            elif known is not None and reuse is not None and reuse(*known):
-                name, digest, size = known
-                done[name] = True
-            else:
-                digest, size = payload.digest()
-                name = f"{payload.logical}.{digests.split(digest)[1][:12]}.{payload.ext}"
-                if name not in done:
-                    done[name] = reuse is not None and reuse(name, digest, size)
-                    if not done[name]:
-                        _write_file(dir_fd, name, payload.chunks)
-            entry: dict[str, Any] = {"file": name, "digest": digest, "bytes": size}
-            if done[name]:
-                entry["reused"] = True
-            if payload.dtype is not None and payload.shape is not None:
-                entry["dtype"] = payload.dtype
-                entry["shape"] = list(payload.shape)
-            table[payload.slot or payload.logical] = entry
+        with ThreadPoolExecutor(_WRITE_THREADS, thread_name_prefix="groundwire-write") as pool:
+            hashed = {
+                at: pool.submit(payload.digest)
+                for at, payload in enumerate(payloads)
+                if payload.known is None
+            }
+            writes: list[Future[None]] = []
+            for at, payload in enumerate(payloads):
+                known = payload.known
+                if known is not None and known[0] in done:
+                    name, digest, size = known
+                elif known is not None and reuse is not None and reuse(*known):
+                    name, digest, size = known
+                    done[name] = True
+                else:
+                    digest, size = hashed[at].result() if at in hashed else payload.digest()
+                    name = f"{payload.logical}.{digests.split(digest)[1][:12]}.{payload.ext}"
+                    if name not in done:
+                        done[name] = reuse is not None and reuse(name, digest, size)
+                        if not done[name]:
+                            writes.append(pool.submit(_write_file, dir_fd, name, payload.chunks))
+                entry: dict[str, Any] = {"file": name, "digest": digest, "bytes": size}
+                if done[name]:
+                    entry["reused"] = True
+                if payload.dtype is not None and payload.shape is not None:
+                    entry["dtype"] = payload.dtype
+                    entry["shape"] = list(payload.shape)
+                table[payload.slot or payload.logical] = entry
+            for write in writes:
+                write.result()  # the first failure propagates
     finally:
         os.close(dir_fd)
     return table
