@@ -40,9 +40,9 @@ from groundwire.index.query import (
     check_query,
 )
 from groundwire.index.search import Searching
-from groundwire.index.update import update_parts
+from groundwire.index.update import changed_entries, update_parts
 from groundwire.ingest.policy import AccessPolicy
-from groundwire.ingest.validate import entry_digest, normalize_and_validate
+from groundwire.ingest.validate import normalize_and_validate
 from groundwire.model import (
     Document,
     KnowledgeEntry,
@@ -262,9 +262,7 @@ class KnowledgeBase(Searching):
         only entries whose content changed (``entry_digest``) are analyzed; ids no longer
         present are deleted. Returns the new knowledge base, the upserted and the deleted
         ids."""
-        old = {entry.id: entry_digest(entry) for entry in self}
-        upserts = [e for e in entries if old.get(e.id) != entry_digest(e)]
-        deletes = tuple(sorted(set(old) - {e.id for e in entries}))
+        upserts, deletes = changed_entries(self._parts, entries)
         changed = tuple(e.id for e in upserts)
         return self.update(upserts, deletes), changed, deletes
 

@@ -89,7 +89,7 @@ StoredFile = tuple[str, str, int, str | None, tuple[int, ...] | None]
 @dataclass(frozen=True, slots=True, eq=False)
 class StoredSegment:
     """A precomputed segment as a snapshot folder holds it, kept by a loaded knowledge base
-    so that a save of its updates reuses the segment's files (``store/writer.py``).
+    so that a save of its updates reuses the segment's files (``store/payloads.py``).
 
     ``lexical`` and ``entries`` are the segment's index and entries (mapped), ``record``
     its manifest record (``counts``, ``stats``), ``files`` the records of the files a

@@ -34,11 +34,11 @@ from groundwire.index.lexical_builder import rows_of
 from groundwire.index.parts import Parts, StoredSegment
 from groundwire.index.store.codecs import StringTable, encode_strings
 from groundwire.index.store.lines import entry_digests
-from groundwire.index.store.views import SortedIds, SplicedEntries, spliced_ids
+from groundwire.index.store.views import ById, SortedIds, SplicedEntries, spliced_ids
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
 
-__all__ = ["compact", "merged_rows", "update_parts"]
+__all__ = ["changed_entries", "compact", "merged_rows", "update_parts"]
 
 I64 = npt.NDArray[np.int64]
 _P = ParamSpec("_P")
@@ -429,6 +429,25 @@ def _masks(
         "domain_codes": codes,
         "integration_masks": masks,
     }
+
+
+def changed_entries(
+    parts: Parts, entries: Sequence[KnowledgeEntry]
+) -> tuple[list[KnowledgeEntry], tuple[str, ...]]:
+    """The entries of ``entries`` whose content (``entry_digest``) is not what ``parts``
+    holds under their id, and the ids ``parts`` holds that ``entries`` lacks (sorted).
+    The held digests are read, not recomputed, when known (a loaded snapshot's)."""
+    held = parts.digests
+    table = entry_digests(parts.entries) if held is None else np.ascontiguousarray(held).tobytes()
+    positions = parts.positions
+    if isinstance(positions, ById):  # iterated in position order
+        ids: Iterable[tuple[int, str]] = enumerate(positions)
+    else:
+        ids = ((at, entry_id) for entry_id, at in positions.items())
+    old = {entry_id: table[32 * at : 32 * at + 32] for at, entry_id in ids}
+    fresh = entry_digests(entries)
+    upserts = [e for k, e in enumerate(entries) if old.get(e.id) != fresh[32 * k : 32 * k + 32]]
+    return upserts, tuple(sorted(set(old) - {e.id for e in entries}))
 
 
 def _digests(

@@ -31,8 +31,9 @@ from groundwire.index.parts import Parts, SnapshotSection
 from groundwire.index.store import checksums, layout, legacy, segments, storage
 from groundwire.index.store.checksums import Table as _Table
 from groundwire.index.store.codecs import HashedStrings, StringTable, loads_bounded
+from groundwire.index.store.lines import entry_digests
 from groundwire.index.store.views import LazyEntries, SortedIds, string_rows
-from groundwire.ingest.validate import combine_digests, content_hash, entry_digest
+from groundwire.ingest.validate import combine_digests, content_hash
 from groundwire.model import KnowledgeEntry
 from groundwire.text import Analyzer
 
@@ -382,8 +383,8 @@ def _check_content(parts: Parts, version: int, claimed: str, expected: str, wher
         if digests is None or combine_digests(bytes(row) for row in digests) != claimed:
             actual = ""
         else:
-            recomputed = [entry_digest(e) for e in parts.entries]
-            same = all(bytes(row) == d for row, d in zip(digests, recomputed, strict=True))
+            held = np.ascontiguousarray(digests, dtype=np.uint8).tobytes()
+            same = held == entry_digests(parts.entries)  # in bulk: lines.py
             actual = claimed if same else content_hash(parts.entries)
     if actual != claimed:
         raise IndexFormatError(

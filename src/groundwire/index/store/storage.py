@@ -2,8 +2,8 @@
 
 A snapshot folder holds ``manifest.json`` and content-addressed files named
 ``<logical>.<first 12 hex of the digest>.<ext>`` (``digests.py``); ``manifest.json`` is
-the only mutable name. This module knows nothing of knowledge bases: ``writer.py`` and
-``reader.py`` decide what the files hold.
+the only mutable name. This module knows nothing of knowledge bases: ``payloads.py``,
+``writer.py`` and ``reader.py`` decide what the files hold.
 
 Writing (see :func:`write_files`, :func:`install_new`, :func:`swap_manifest`):
 files are created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600 inside a
