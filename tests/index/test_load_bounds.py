@@ -180,13 +180,17 @@ def test_damaged_postings_are_refused_with_the_same_error(
     if not kernel:
         _numpy_only(monkeypatch)
     path = _snapshot(tmp_path)
+    _assert_refused_once_damaged(path, what)
+    assert len(KnowledgeBase.load(path, verify="manifest")) == 30  # bounds only under full
+
+
+def _assert_refused_once_damaged(path: Path, what: str) -> None:
     logical, change, message = DAMAGE[what]
     at = _row_of_two(path)
     _damage(path, logical, lambda array: change(array, at))
     checksums.forget_verdicts()
     with pytest.raises(IndexFormatError, match=message):
         KnowledgeBase.load(path)
-    assert len(KnowledgeBase.load(path, verify="manifest")) == 30  # bounds only under full
 
 
 def test_a_sound_snapshot_loads_alike_with_and_without_the_kernel(
@@ -203,3 +207,62 @@ def test_a_sound_snapshot_loads_alike_with_and_without_the_kernel(
     assert len(one[0]) == 5
     assert one[0].tolist() == other[0].tolist()
     assert one[1].tolist() == other[1].tolist()
+
+
+# -- passes started ahead (on the hashing threads) ---------------------------------------------
+def _sound_rows() -> tuple[np.ndarray, np.ndarray]:
+    return np.array([0, 2, 3], dtype=np.int64), np.array([1, 4, 2], dtype=np.int32)
+
+
+def test_a_pass_started_ahead_answers_for_exactly_its_arrays() -> None:
+    ptr, values = _sound_rows()
+    calls: list[str] = []
+
+    def submit(check: Any, *args: Any) -> Any:
+        calls.append(check.__name__)
+        future: Any = checksums.Future()
+        future.set_result(False)  # a verdict the arrays would not get: proves it was taken
+        return future
+
+    keys = bounds.ahead(submit, [("rows_ascending", (ptr, values, 5))])
+    assert calls == ["_rows_ascending"]
+    assert bounds.rows_ascending(ptr.copy(), values, 5) is not False  # equal, not the same
+    assert bounds.rows_ascending(ptr, values, 6) is not False  # another bound
+    assert bounds.rows_ascending(ptr, values, 5) is False  # taken once...
+    assert bounds.rows_ascending(ptr, values, 5) is not False  # ...then asked again
+    bounds.settle(keys)
+    assert not bounds._AHEAD
+
+
+def test_passes_no_check_took_are_settled(tmp_path: Path) -> None:
+    scores = np.array([1.0, 2.0])
+    keys = bounds.ahead(checksums.submit, [("positive_finite", (scores,))])
+    assert bounds._AHEAD
+    bounds.settle(keys)
+    assert not bounds._AHEAD
+    assert bounds.positive_finite(scores) in (True, None)
+
+
+@pytest.mark.parametrize("what", sorted(DAMAGE))
+def test_damaged_postings_are_refused_when_checked_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    monkeypatch.setattr(bounds, "AHEAD_BYTES", 0)  # a small snapshot's postings too
+    started: list[str] = []
+    ahead = bounds.ahead
+
+    def spy(submit: Any, passes: Any) -> Any:
+        passes = list(passes)
+        started.extend(name for name, _ in passes)
+        return ahead(submit, passes)
+
+    monkeypatch.setattr(bounds, "ahead", spy)
+    path = _snapshot(tmp_path)  # a save verifies what it wrote: a full load too
+    checksums.forget_verdicts()
+    started.clear()
+    sound = KnowledgeBase.load(path)
+    assert started == ["rows_ascending", "positive_finite"]
+    assert not bounds._AHEAD
+    _assert_refused_once_damaged(path, what)
+    assert not bounds._AHEAD
+    assert len(sound) == 30

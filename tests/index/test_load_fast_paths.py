@@ -129,3 +129,44 @@ def test_the_batched_analyzer_fingerprint_is_the_word_by_word_one(
         config = AnalyzerConfig(language=language, stem=stem, stopwords=stopwords)
         expected = _fingerprint_word_by_word(Analyzer(config))
         assert layout.analyzer_fingerprint(Analyzer(config)) == expected
+
+
+def test_the_config_fingerprint_is_the_analyzer_fingerprint() -> None:
+    for config in (AnalyzerConfig(), AnalyzerConfig(stem=False, stopwords=None)):
+        assert layout.config_fingerprint(config) == layout.analyzer_fingerprint(Analyzer(config))
+
+
+def test_a_header_longer_than_the_first_read_is_still_mapped(tmp_path: Path) -> None:
+    array = np.arange(7, dtype="<i8")
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array)
+    data = buffer.getvalue()
+    length = int.from_bytes(data[8:10], "little")
+    # numpy's reader accepts any padding: a header padded past the first 512-byte read
+    head = data[10 : 10 + length].rstrip(b"\n") + b" " * 1000 + b"\n"
+    padded = data[:8] + len(head).to_bytes(2, "little") + head + data[10 + length :]
+    (tmp_path / "a.npy").write_bytes(padded)
+    dir_fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        opened = storage.open_file(dir_fd, "a.npy", len(padded), len(padded), "snap")
+        try:
+            mapped = storage.map_file(opened, "snap", "<i8")
+            assert mapped.tolist() == array.tolist()
+            assert not mapped.flags.writeable
+            with pytest.raises(IndexFormatError, match="holds <i8, expected <i4"):
+                storage.map_file(opened, "snap", "<i4")
+        finally:
+            opened.close()
+    finally:
+        os.close(dir_fd)
+
+
+def test_mapped_arrays_are_read_only_with_their_shapes(tmp_path: Path) -> None:
+    path = tmp_path / "kb"
+    docs = [{"id": f"d{i}", "title": f"t {i}", "text": f"alpha beta {i}"} for i in range(5)]
+    gw.KnowledgeBase.from_documents(docs).save(path)
+    checksums.forget_verdicts()
+    lexical = gw.KnowledgeBase.load(path).lexical
+    assert lexical.lengths.shape == (3, 5)
+    for array in (lexical.indptr, lexical.docs, lexical.scores, lexical.lengths):
+        assert not array.flags.writeable

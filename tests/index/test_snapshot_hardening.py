@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import threading
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from groundwire import IndexFormatError, KnowledgeBase, load_sources
 from groundwire.index.store.codecs import decode_entry
@@ -216,3 +219,42 @@ def test_a_bit_flip_in_relation_targets_is_refused_under_manifest_mode(tmp_path:
         KnowledgeBase.load(copy, verify="manifest")
     with pytest.raises(IndexFormatError, match="SHA-256"):
         KnowledgeBase.load(copy)
+
+
+_REFERENCE_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def _reference_depth(data: bytes) -> int:
+    """Nesting depth the way the scan defines it: strings (with their escapes) removed,
+    then the running count of openers minus closers."""
+    depth = deepest = 0
+    for byte in _REFERENCE_STRING.sub(b"", data):
+        depth += (byte in b"[{") - (byte in b"]}")
+        deepest = max(deepest, depth)
+    return deepest
+
+
+_TEXTS = st.text(alphabet='[]{}"\\ab\n\u00e9', max_size=6)
+_JSON = st.recursive(
+    st.one_of(st.none(), st.integers(-5, 5), _TEXTS),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(_TEXTS, inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_JSON, ascii_only=st.booleans(), limit=st.integers(0, 6))
+def test_the_nesting_scan_measures_valid_json_like_its_definition(
+    value: Any, ascii_only: bool, limit: int
+) -> None:
+    from groundwire.index.store.codecs import check_json_depth
+
+    data = json.dumps(value, ensure_ascii=ascii_only).encode()
+    refused = False
+    try:
+        check_json_depth(data, limit, "here")
+    except IndexFormatError:
+        refused = True
+    assert refused is (_reference_depth(data) > limit)

@@ -19,6 +19,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "proven",
     "remember_proven",
     "snapshot_key",
+    "submit",
 ]
 
 #: Hash in background threads (overlapping the bounds checks) past this many bytes;
@@ -67,6 +69,11 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(_HASH_THREADS, thread_name_prefix="groundwire-hash")
         return _POOL
+
+
+def submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """Run ``fn(*args)`` on the hashing threads (for work that releases the GIL)."""
+    return _pool().submit(fn, *args)
 
 
 def _forget_pool() -> None:

@@ -28,14 +28,13 @@ from groundwire.index.builder import relations_of
 from groundwire.index.delta import DeltaIndex
 from groundwire.index.lexical import LexicalIndex
 from groundwire.index.parts import Parts, SnapshotSection
-from groundwire.index.store import checksums, layout, legacy, segments, storage
+from groundwire.index.store import bounds, checksums, layout, legacy, segments, storage
 from groundwire.index.store.checksums import Table as _Table
 from groundwire.index.store.codecs import HashedStrings, StringTable, loads_bounded
 from groundwire.index.store.lines import entry_digests
 from groundwire.index.store.views import LazyEntries, SortedIds, string_rows
 from groundwire.ingest.validate import combine_digests, content_hash
 from groundwire.model import KnowledgeEntry
-from groundwire.text import Analyzer
 
 __all__ = ["Verify", "describe", "is_snapshot", "load_parts", "verify_staged"]
 
@@ -165,11 +164,15 @@ def _open_parts(
     base = segments.base_key(manifest[1], opened, table)
     base_proven = base is not None and checksums.proven(base[0])
     digests: dict[str, Future[str]] = {}
+    started: list[Any] = []
     try:
         try:  # headers and mappings first: small reads that hashing threads would delay
             arrays, problem = _read_all(opened, table, full, where), None
         except IndexFormatError as exc:
             arrays, problem = {}, exc
+        if full:  # the posting passes first: the checks below wait for them
+            passes = bounds.posting_passes(manifest[1], arrays, (_SEGMENT, _DELTA), base_proven)
+            started = bounds.ahead(checksums.submit, passes)
         digests = checksums.hash_all(opened, table, where) if full else {}
         if problem is None:
             try:
@@ -188,6 +191,7 @@ def _open_parts(
         for digest in digests.values():
             digest.cancel()
         wait(digests.values())  # no thread may still read a descriptor we close
+        bounds.settle(started)
         for item in opened.values():
             item.close()
 
@@ -195,8 +199,7 @@ def _open_parts(
 # -- assembling -----------------------------------------------------------------------------------
 def _settings(manifest: dict[str, Any], where: str) -> Any:
     settings = layout.settings_of(manifest.get("settings"), where)
-    analyzer = Analyzer(settings.analyzer)
-    if manifest.get("analyzer_fingerprint") != layout.analyzer_fingerprint(analyzer):
+    if manifest.get("analyzer_fingerprint") != layout.config_fingerprint(settings.analyzer):
         raise IndexFormatError(
             f"{where}: this groundwire analyzes text differently from the one that built the "
             "snapshot (stemmer, stop words or normalization changed); rebuild the snapshot"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import mmap
 import os
 import re
@@ -77,11 +78,15 @@ _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # open(2) of a FIFO returns at once;
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux: fault the whole mapping in at once
 _MAX_NPY_HEADER = 1 << 16  # numpy writes headers of a few hundred bytes
+_NPY_HEAD = 512  # read first: every header numpy writes for a snapshot array fits
 # numpy parses .npy headers with ast.literal_eval, which CPython 3.11 cannot run in two
 # threads at once ("AST constructor recursion depth mismatch"): concurrent loads take turns.
 _HEADER_LOCK = threading.Lock()
 #: The header numpy writes (``write_array_header_1_0``/``2_0``) for a C-order array:
 #: dict in this key order, a shape tuple of decimal integers, space padding, newline.
+_BYTE = np.dtype(np.uint8)
+#: The dtypes of snapshot arrays, made once (``np.dtype(str)`` parses its argument).
+_DTYPES = {name: np.dtype(name) for name in ("|b1", "|u1", "<i4", "<i8", "<u8", "<f4", "<f8")}
 _NPY_HEADER = re.compile(
     rb"\{'descr': '(?P<descr>[<>|][a-z][0-9]{1,2})', 'fortran_order': False, "
     rb"'shape': (?P<shape>\([0-9, ]{0,200}\)), \} *\n"
@@ -429,10 +434,12 @@ def _npy_header_fast(head: bytes, dtype: str) -> tuple[tuple[int, ...], int] | N
 
 def _npy_header(opened: OpenedFile, where: str, dtype: str) -> tuple[tuple[int, ...], int]:
     """Shape and data offset of a ``.npy`` file whose header names exactly ``dtype``."""
-    head = os.pread(opened.fd, min(opened.size, _MAX_NPY_HEADER), 0)
+    head = os.pread(opened.fd, min(opened.size, _NPY_HEAD), 0)
     fast = _npy_header_fast(head, dtype)
     if fast is not None:
         return fast
+    if len(head) < min(opened.size, _MAX_NPY_HEADER):  # numpy's parser judges the rest
+        head = os.pread(opened.fd, min(opened.size, _MAX_NPY_HEADER), 0)
     handle = io.BytesIO(head)
     try:
         version = np.lib.format.read_magic(handle)
@@ -466,21 +473,21 @@ def map_file(
     (one batched fault instead of one per page) for callers about to read them all.
     """
     shape: tuple[int, ...] = (opened.size,)
-    kind, offset = np.dtype(np.uint8), 0
+    kind, offset = _BYTE, 0
     if dtype is not None:
         shape, offset = _npy_header(opened, where, dtype)
-        kind = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
+        kind = _DTYPES.get(dtype) or np.dtype(dtype)
+    count = math.prod(shape)
     if offset + count * kind.itemsize != opened.size:
         raise IndexFormatError(
             f"{where}: {opened.name}: header shape {shape} does not match the file size"
         )
     if count == 0:
         array = np.zeros(shape, dtype=kind)
-    else:
-        flags = mmap.MAP_SHARED | (_MAP_POPULATE if populate else 0)
-        mapped = mmap.mmap(opened.fd, opened.size, flags=flags, prot=mmap.PROT_READ)
-        opened.mapped = mapped
-        array = np.frombuffer(mapped, dtype=kind, count=count, offset=offset).reshape(shape)
-    array.flags.writeable = False
-    return array
+        array.flags.writeable = False
+        return array
+    flags = mmap.MAP_SHARED | (_MAP_POPULATE if populate else 0)
+    mapped = mmap.mmap(opened.fd, opened.size, flags=flags, prot=mmap.PROT_READ)
+    opened.mapped = mapped
+    array = np.frombuffer(mapped, dtype=kind, count=count, offset=offset)  # read-only
+    return array if len(shape) == 1 else array.reshape(shape)
