@@ -15,6 +15,7 @@ predicate then takes the answer of the pass started for exactly those array obje
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, wait
@@ -41,6 +42,17 @@ _Started = tuple[tuple[Any, ...], "Future[bool | None]"]
 _AHEAD: dict[tuple[Any, ...], _Started] = {}
 _AHEAD_LOCK = threading.Lock()
 Submit = Callable[..., "Future[bool | None]"]
+
+
+def _forget_started() -> None:
+    # A forked child has none of the parent's threads (nor a lock one of them held).
+    global _AHEAD_LOCK
+    _AHEAD.clear()
+    _AHEAD_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_started)
 
 
 def _key(check: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -105,8 +117,9 @@ def _taken(check: Callable[..., Any], args: tuple[Any, ...]) -> tuple[bool, bool
     key = _key(check, args)
     with _AHEAD_LOCK:
         started = _AHEAD.get(key)
-        if started is None or any(a is not b for a, b in zip(started[0], args, strict=True)):
-            return False, None
+        arrays = zip(started[0] if started else (), args, strict=False)
+        if started is None or any(a is not b for a, b in arrays if isinstance(a, np.ndarray)):
+            return False, None  # (other arguments are in the key by value)
         del _AHEAD[key]
     return True, started[1].result()
 
