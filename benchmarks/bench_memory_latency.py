@@ -248,6 +248,17 @@ def main() -> int:
             f"target p50 <= 5 ms without vectors (realistic queries), {name}: {verdict}"
             f" ({p50:.2f} ms wall, {cpu50:.2f} ms CPU)"
         )
+        # Each round's own p50 (rounds are interleaved with the other systems): the spread
+        # says how much of a difference between runs is the machine rather than the code.
+        by_round = [
+            " / ".join(
+                f"{percentile(d[('realistic', name)][r * q : (r + 1) * q], 50):.2f}"
+                for r in range(args.rounds)
+            )
+            for d in (latencies, cpu)
+            for q in [args.queries]
+        ]
+        print(f"  p50 by round: wall {by_round[0]} ms, CPU {by_round[1]} ms")
     print(f"graph deadline hit in {timed_out} recalls")
     print(
         f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"

@@ -32,7 +32,7 @@ from groundwire.errors import QueryError
 from groundwire.memory import shaping
 from groundwire.memory.graph import graph_boost, name_tokens, visible_sql
 from groundwire.memory.records import GraphBoost, MemoryRecall, MemoryScope, RecalledMemory
-from groundwire.memory.shaping import Candidate
+from groundwire.memory.shaping import Candidate, shown
 from groundwire.memory.vectors import decode, query_vector
 
 if TYPE_CHECKING:
@@ -345,23 +345,23 @@ def run(
     for mid, c in candidates.items():
         text = content.get(mid, 0.0)
         if mid in content:
-            c.channels["content"] = round(text, 6)
+            c.channels["content"] = text
         if mid in hints:
             hint = hints[mid] if mid in content else min(hints[mid], cfg.hint_only_cap)
-            c.channels["hint"] = round(hint, 6)
+            c.channels["hint"] = hint
             text = max(text, hint)
         fused = text
         if use_vectors:
             vec = vectors.get(mid, 0.0)
             if mid in vectors:
-                c.channels["vector"] = round(vec, 6)
+                c.channels["vector"] = vec
             fused = cfg.text_weight * text + (1.0 - cfg.text_weight) * vec
         c.anchored = mid in content or mid in hints or mid in vectors
         if mid in linked:
             c.channels["graph"] = cfg.graph_boost
             fused += cfg.graph_boost
         c.score = fused
-        c.stages["fused"] = round(fused, 6)
+        c.stages["fused"] = fused
     ranked = sorted(candidates.values(), key=lambda c: (-c.score, c.id))
     if cfg.facets:
         parts = [analyzer.tokens(part) for part in shaping.split_facets(query)]
@@ -422,11 +422,10 @@ def _memories(conn: sqlite3.Connection, top: Sequence[Candidate]) -> tuple[Recal
             c.accessed_at, count, c.pinned, deleted, sources, metadata, acl, digest,
         )  # fmt: skip
         memory = row_memory(row)
-        out.append(
-            RecalledMemory(
-                memory, round(c.score, 6), rank, dict(c.channels), dict(c.stages), c.note
-            )
-        )
+        # As shown: 6 decimals, the graph channel the configured boost as it is.
+        channels = {k: v if k == "graph" else shown(v) for k, v in c.channels.items()}
+        stages = {k: shown(v) for k, v in c.stages.items()}
+        out.append(RecalledMemory(memory, shown(c.score), rank, channels, stages, c.note))
     return tuple(out)
 
 

@@ -1,7 +1,9 @@
 """Post-fusion shaping of recall candidates: evidence shaping, dampening, freshness, decay.
 
 Each stage multiplies (or caps) a candidate's score and writes its factor into the
-candidate's ``stages``, so ``explain`` shows exactly what moved it. Stages run in a
+candidate's ``stages``, so ``explain`` shows exactly what moved it. Channel scores and
+factors are kept as computed; recall rounds them (:func:`shown`) for the memories it
+returns only. Stages run in a
 fixed order — facet coverage, gravity, hub, resolution, freshness, currentness,
 importance — then traversal-only candidates are capped below every directly anchored
 one and the list is sorted by score, ties on id.
@@ -30,6 +32,7 @@ __all__ = [
     "facets_of",
     "has_freshness_words",
     "percentile",
+    "shown",
 ]
 
 _DAY: Final = 86_400.0
@@ -108,7 +111,16 @@ class Candidate:
 
     def scale(self, stage: str, factor: float) -> None:
         self.score *= factor
-        self.stages[stage] = round(factor, 6)
+        self.stages[stage] = factor
+
+
+def shown(value: float) -> float:
+    """A channel score or stage factor as ``explain`` shows it: 6 decimals."""
+    return round(value, 6)
+
+
+def _shows_positive(value: float | None) -> bool:
+    return value is not None and round(value, 6) > 0
 
 
 def has_freshness_words(query: str) -> bool:
@@ -157,27 +169,39 @@ class _NearDuplicates:
         overlap = math.ceil(self.t * len(terms) - 1e-9)  # a margin for float rounding
         return None if overlap <= 0 else sorted(terms)[: len(terms) - overlap + 1]
 
-    def near(self, terms: frozenset[str]) -> bool:
-        size, t = len(terms), self.t
-        prefix = self._prefix(terms)
+    def _probe(self, terms: frozenset[str], prefix: list[str] | None) -> bool:
+        size, t, kept = len(terms), self.t, self.kept
         if prefix is None:
-            return any(_near(terms, size, other, n, t) for other, n in self.kept)
+            return any(_near(terms, size, other, n, t) for other, n in kept)
         seen: set[int] = set()
         for term in prefix:
             for index in self.by_term.get(term, ()):
                 if index not in seen:
                     seen.add(index)
-                    other, n = self.kept[index]
+                    other, n = kept[index]
                     if _near(terms, size, other, n, t):
                         return True
         return False
 
-    def add(self, terms: frozenset[str]) -> None:
-        prefix = self._prefix(terms)
+    def _add(self, terms: frozenset[str], prefix: list[str] | None) -> None:
         index = len(self.kept)
         self.kept.append((terms, len(terms)))
         for term in sorted(terms) if prefix is None else prefix:
             self.by_term.setdefault(term, []).append(index)
+
+    def near(self, terms: frozenset[str]) -> bool:
+        return self._probe(terms, self._prefix(terms))
+
+    def add(self, terms: frozenset[str]) -> None:
+        self._add(terms, self._prefix(terms))
+
+    def near_or_add(self, terms: frozenset[str]) -> bool:
+        """:meth:`near`, and :meth:`add` when not near (the prefix computed once)."""
+        prefix = self._prefix(terms)
+        if self._probe(terms, prefix):
+            return True
+        self._add(terms, prefix)
+        return False
 
 
 def apply_facets(
@@ -196,10 +220,8 @@ def apply_facets(
     multi = len(facets) >= 2
     for candidate in window:
         factor = 1.0
-        if kept.near(candidate.terms):
+        if kept.near_or_add(candidate.terms):
             factor *= cfg.near_duplicate_penalty
-        else:
-            kept.add(candidate.terms)
         if multi:
             new = {i for i, facet in enumerate(facets) if facet & candidate.terms} - covered
             if new and factor == 1.0:
@@ -212,13 +234,20 @@ def apply_facets(
 def apply_gravity(
     candidates: Sequence[Candidate], query_terms: frozenset[str], cfg: MemoryRecallConfig
 ) -> None:
-    """Halve semantic-path results above the threshold that share no word with the query."""
+    """Halve semantic-path results above the threshold that share no word with the query.
+
+    Channels count as their shown (rounded) scores: a content score that shows as 0 is no
+    lexical match. The graph channel is the configured boost, shown as it is.
+    """
     for c in candidates:
         if c.score <= cfg.gravity_threshold:
             continue
-        semantic = c.channels.get("vector", 0.0) > 0 or c.channels.get("graph", 0.0) > 0
-        lexical = c.channels.get("content", 0.0) > 0 or c.channels.get("hint", 0.0) > 0
-        if semantic and not lexical and not c.mentions_any(query_terms):
+        channels = c.channels
+        semantic = channels.get("graph", 0.0) > 0 or _shows_positive(channels.get("vector"))
+        if not semantic:
+            continue
+        lexical = _shows_positive(channels.get("content")) or _shows_positive(channels.get("hint"))
+        if not lexical and not c.mentions_any(query_terms):
             c.scale("gravity", cfg.gravity_penalty)
 
 
@@ -271,7 +300,7 @@ def apply_importance(candidates: Sequence[Candidate], now: float, cfg: MemoryRec
     for c in candidates:
         days = max(0.0, now - c.accessed_at) / _DAY
         effective = c.importance if c.pinned else c.importance * cfg.importance_decay**days
-        c.stages["importance_effective"] = round(effective, 6)
+        c.stages["importance_effective"] = effective
         c.scale("importance", 1.0 - cfg.importance_weight + cfg.importance_weight * effective)
 
 
