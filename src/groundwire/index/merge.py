@@ -73,20 +73,38 @@ def scores_of(
     lengths: IntArray,
     stats: FieldStats,
 ) -> FloatArray:
-    """Every posting's score, equal bit for bit to ``rows_of``'s numpy expressions."""
-    norms = doc_norms(settings, lengths, stats)
-    return scored(settings, weights, indptr, docs, frequencies, norms, stats)
+    """Every posting's score, equal bit for bit to ``rows_of``'s numpy expressions.
+
+    Work follows the postings, not the corpus, where they are fewer (a delta segment's
+    after a delete): norms only of the documents holding a posting, idf tables only up
+    to the longest row (the kernel refuses a frequency outside its table)."""
+    at = None
+    if docs.shape[0] < lengths.shape[1]:
+        has = np.zeros(lengths.shape[1], dtype=bool)
+        has[docs] = True
+        at = np.flatnonzero(has)
+    norms = doc_norms(settings, lengths, stats, at)
+    size = int(np.diff(indptr).max(initial=0)) + 1
+    return scored(settings, weights, indptr, docs, frequencies, norms, stats, size)
 
 
-def doc_norms(settings: IndexSettings, lengths: IntArray, stats: FieldStats) -> FloatArray:
+def doc_norms(
+    settings: IndexSettings, lengths: IntArray, stats: FieldStats, at: I64 | None = None
+) -> FloatArray:
     """Per document and field (one cache line per document): the length norm, or k1
-    times it, exactly as the builder's ``k1 * field_norm``."""
+    times it, exactly as the builder's ``k1 * field_norm``; with ``at``, only those
+    documents' (the others' rows stay zero: pages never touched)."""
     b, k1 = float(settings.b), float(settings.k1)
     bm25f = settings.scoring == "bm25f"
-    norms = np.empty((lengths.shape[1], lengths.shape[0]), dtype=np.float64)
+    shape = (lengths.shape[1], lengths.shape[0])
+    norms = np.empty(shape, dtype=np.float64) if at is None else np.zeros(shape, np.float64)
     for f in range(lengths.shape[0]):
-        field_norm = norm(lengths[f], float(stats.avg_length[f]), b)
-        norms[:, f] = field_norm if bm25f else k1 * field_norm
+        field = lengths[f] if at is None else np.asarray(lengths[f])[at]
+        field_norm = norm(field, float(stats.avg_length[f]), b)
+        if at is None:
+            norms[:, f] = field_norm if bm25f else k1 * field_norm
+        else:
+            norms[at, f] = field_norm if bm25f else k1 * field_norm
     return norms
 
 
@@ -98,8 +116,10 @@ def scored(
     frequencies: Sequence[FieldFrequencies],
     norms: FloatArray,
     stats: FieldStats,
+    size: int | None = None,
 ) -> FloatArray:
-    """:func:`scores_of` with the per-document ``norms`` of :func:`doc_norms` given;
+    """:func:`scores_of` with the per-document ``norms`` of :func:`doc_norms` given
+    (idf tables of at most ``size`` frequencies: longer than any row);
     document frequencies are counted per row by the kernel, their idf looked up in
     :func:`idf_tables` (memory: one double per possible document frequency, not per row)."""
     bm25f = settings.scoring == "bm25f"
@@ -113,7 +133,7 @@ def scored(
         overflow,
         weights,
         norms,
-        idf_tables(bm25f, stats),
+        idf_tables(bm25f, stats, size),
         bm25f,
         float(settings.k1),
         threads,

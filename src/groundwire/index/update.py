@@ -384,7 +384,8 @@ def _phrases(
     exact_titles: bool,
 ) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
     added = phrases_of(new, analyzer, exact_ids, exact_titles)
-    remap = old_to_new.tolist()  # Python ints: a list lookup per position, not a numpy one
+    # Python ints: a list lookup per position, not a numpy one (none without phrases)
+    remap = old_to_new.tolist() if parts.exact_index or parts.alias_index else []
     out = []
     for old_map, new_map in zip((parts.exact_index, parts.alias_index), added, strict=True):
         merged: dict[str, list[int]] = {}
@@ -405,6 +406,8 @@ def _masks(
     n = int(source.shape[0])
 
     def spliced(old: Any, added: list[Any], dtype: Any) -> Any:
+        if not new:  # deletes only: every position is an old one
+            return np.asarray(old)[source].astype(dtype, copy=False)
         out = np.zeros(n, dtype=dtype)
         out[from_old] = np.asarray(old)[source[from_old]]
         out[~from_old] = added
@@ -456,6 +459,8 @@ def _digests(
     if parts.digests is None:
         return None  # computed when saved
     old = np.ascontiguousarray(parts.digests, dtype=np.uint8).reshape(-1, 32).view("V32")
+    if not new:  # deletes only: every position is an old one
+        return np.take(old.ravel(), source).view(np.uint8).reshape(-1, 32)
     out = np.empty(source.shape[0], dtype="V32")  # one 32-byte item per entry: one gather
     out[np.flatnonzero(from_old)] = np.take(old.ravel(), source[from_old])
     fresh = [new[-1 - s] for s in source[~from_old].tolist()]

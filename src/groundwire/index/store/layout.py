@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
 
 from groundwire.config import AnalyzerConfig, IndexSettings
 from groundwire.errors import ConfigError, IndexFormatError
@@ -388,16 +389,18 @@ def check_scores(where: str, name: str, scores: npt.NDArray[Any], full: bool) ->
 
 
 def _prefixes(table: StringTable) -> npt.NDArray[np.uint64]:
-    """The first 8 bytes of every string as a big-endian integer (missing bytes are 0)."""
-    blob, offsets = table.blob, np.asarray(table.offsets, dtype=np.int64)
+    """The first 8 bytes of every string as a big-endian integer (missing bytes are 0):
+    one gather of 8-byte windows of the zero-padded blob, the bytes past each string
+    masked off."""
+    blob, offsets = np.asarray(table.blob, dtype=np.uint8), np.asarray(table.offsets, np.int64)
     starts, lengths = offsets[:-1], np.diff(offsets)
-    out = np.zeros(len(starts), dtype=np.uint64)
-    for j in range(8):
-        present = lengths > j
-        byte = np.zeros(len(starts), dtype=np.uint64)
-        byte[present] = blob[starts[present] + j]
-        out |= byte << np.uint64(8 * (7 - j))
-    return out
+    padded = np.zeros(blob.shape[0] + 8, dtype=np.uint8)
+    padded[: blob.shape[0]] = blob
+    windows = np.ascontiguousarray(sliding_window_view(padded, 8)[starts])
+    words = windows.view(">u8").ravel().astype(np.uint64)
+    drop = (8 * (8 - np.minimum(lengths, 8))).astype(np.uint64)  # bits past the string
+    keep = np.where(drop == 64, np.uint64(0), ~np.uint64(0) << (drop & np.uint64(63)))
+    return words & keep
 
 
 def check_ids(table: StringTable, where: str) -> None:

@@ -112,12 +112,13 @@ def spliced_ids(old: StringTable, new: Sequence[str], source: I64) -> StringTabl
     """The id table by new position: ``source[p]`` an old position, or ``-1 - i`` for
     ``new[i]``. The old ids' bytes are copied run by run (positions that follow each
     other in the old table): one slice per run, none decoded."""
-    encoded, new_offsets = encode_strings(new, "entry ids")
     old_offsets = np.asarray(old.offsets, dtype=np.int64)
-    # Both tables as one: new id i is string len(old) + i of the pool.
-    pool_offsets = np.concatenate([old_offsets, int(old_offsets[-1]) + new_offsets[1:]])
-    pool = np.concatenate([np.asarray(old.blob, dtype=np.uint8), np.frombuffer(encoded, np.uint8)])
-    rows = np.where(source >= 0, source, len(old) - 1 - source)
+    pool_offsets, pool, rows = old_offsets, np.asarray(old.blob, dtype=np.uint8), source
+    if new:  # both tables as one: new id i is string len(old) + i of the pool
+        encoded, new_offsets = encode_strings(new, "entry ids")
+        pool_offsets = np.concatenate([old_offsets, int(old_offsets[-1]) + new_offsets[1:]])
+        pool = np.concatenate([pool, np.frombuffer(encoded, np.uint8)])
+        rows = np.where(source >= 0, source, len(old) - 1 - source)
     starts = np.flatnonzero(np.diff(rows, prepend=-2) != 1)  # where a run begins
     ends = np.append(starts[1:], rows.shape[0]).astype(np.int64)
     lo = pool_offsets[rows[starts]].tolist()
@@ -220,9 +221,13 @@ class SplicedEntries(Sequence[KnowledgeEntry]):
         """The JSON lines of the entries at ``positions``: copied from mapped lines where
         the entries came from a snapshot, else encoded."""
         old, new = self._old, self._new
-        picks = [
-            (old, at) if at >= 0 else (new, -1 - at) for at in self._source[positions].tolist()
-        ]
+        source = self._source[positions]
+        parts = _stored_parts(old), _stored_parts(new)
+        if parts[0] is not None and parts[1] is not None:
+            # Global index into [*old, *new] over the stored sequences old's then new's.
+            index = np.where(source >= 0, source, len(old) - 1 - source)
+            return _copied_lines([*parts[0], *((e, at + len(old)) for e, at in parts[1])], index)
+        picks = [(old, at) if at >= 0 else (new, -1 - at) for at in source.tolist()]
         return gathered_lines(picks)
 
     def encoded(self) -> tuple[Any, I64] | None:
@@ -277,6 +282,49 @@ def stored_line(entries: Sequence[KnowledgeEntry], index: int) -> bytes | None:
     if isinstance(entries, _Joined):
         return entries.line(index)
     return None
+
+
+def _stored_parts(entries: Sequence[KnowledgeEntry]) -> list[tuple[LazyEntries, int]] | None:
+    """``entries`` as stored sequences one after the other (each with its first index),
+    or None when some are not stored."""
+    if isinstance(entries, LazyEntries):
+        return [(entries, 0)]
+    if isinstance(entries, _Joined):
+        first, second = _stored_parts(entries._first), _stored_parts(entries._second)
+        if first is None or second is None:
+            return None
+        return [*first, *((e, at + len(entries._first)) for e, at in second)]
+    return [] if not len(entries) else None
+
+
+def _copied_lines(parts: list[tuple[LazyEntries, int]], index: I64) -> tuple[bytes, I64]:
+    """The stored lines of entries ``index`` of the sequences ``parts`` joined: one copy
+    per run of lines that follow each other in one sequence's blob."""
+    if not index.shape[0]:
+        return b"", np.zeros(1, dtype=np.int64)
+    firsts = np.array([at for _, at in parts], dtype=np.int64)
+    which = np.searchsorted(firsts, index, side="right") - 1
+    lo = np.empty(index.shape[0], dtype=np.int64)
+    hi = np.empty(index.shape[0], dtype=np.int64)
+    for k, (entries, first) in enumerate(parts):
+        pick = which == k
+        local = index[pick] - first
+        offsets = np.asarray(entries.offsets, dtype=np.int64)
+        lo[pick], hi[pick] = offsets[local], offsets[local + 1]
+    # A run continues while the same sequence's next line follows the previous one.
+    joined = (which[1:] == which[:-1]) & (lo[1:] == hi[:-1])
+    starts = np.flatnonzero(np.concatenate([[True], ~joined]))
+    ends = np.append(starts[1:], index.shape[0])
+    blobs = [np.asarray(entries.blob, dtype=np.uint8) for entries, _ in parts]
+    chunks = [
+        blobs[w][a:b]
+        for w, a, b in zip(
+            which[starts].tolist(), lo[starts].tolist(), hi[ends - 1].tolist(), strict=True
+        )
+    ]
+    bounds = np.zeros(index.shape[0] + 1, dtype=np.int64)
+    np.cumsum(hi - lo, out=bounds[1:])
+    return np.concatenate([np.empty(0, np.uint8), *chunks]).tobytes(), bounds
 
 
 def line_of(entries: Sequence[KnowledgeEntry], index: int) -> bytes:
