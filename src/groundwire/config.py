@@ -304,6 +304,9 @@ DELTA_COMPACT_SHARE: Final = 0.1
 DELTA_ROW_CACHE_POSTINGS: Final = 4_000_000
 #: Rows shorter than this are rescored, not cached: they cost less than keeping them.
 DELTA_ROW_CACHE_MIN: Final = 2048
+#: Postings a whole-index pass over a delta index (the gate's noise level, index/delta.py)
+#: gathers and scores at a time: ~15 bytes each, so ~60 MiB, never a second index.
+DELTA_PASS_POSTINGS: Final = 4_000_000
 #: Working memory a build analyzes entries in (index/bulk.py): 1 GiB leaves most of a
 #: 16-24 GiB machine to the finished index, and batches that large cost no speed.
 BUILD_MEMORY_BUDGET: Final = 1024**3

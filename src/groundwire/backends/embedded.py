@@ -134,7 +134,7 @@ class EmbeddedBackend:
         kb = self._kb
         query_ids = kb.query_ids([self._terms(query)])
         return {
-            kb.entry(doc).id: kb.lexical.score_of_ids(query_ids, doc)
+            kb.entry(doc).id: kb.bm25.score_of_ids(query_ids, doc)
             for doc in self._eligible_docs(flt, ids)
         }
 

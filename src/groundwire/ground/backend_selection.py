@@ -326,7 +326,7 @@ def _gate(
         list(range(len(candidates))),
         [item.score for item in candidates],
         config.relevance,
-        noise=turn.backend.noise_level(config.relevance.noise_quantile),
+        noise=lambda: turn.backend.noise_level(config.relevance.noise_quantile),
         lexical=[item.lexical_score for item in candidates],
         phrase=[item.exact or item.alias for item in candidates],
         limit=config.result_limit,

@@ -58,6 +58,7 @@ from groundwire.model import (
 )
 from groundwire.retrieve import RetrievalRequest, Selection, retrieve
 from groundwire.retrieve.eligibility import warm_tenant_pools
+from groundwire.retrieve.gate import noise_level
 
 __all__ = ["GroundingEngine", "create_grounding_engine"]
 
@@ -319,9 +320,12 @@ class GroundingEngine:
         return None if served is None else served[0]
 
     def _warm(self, snapshot: KnowledgeBase) -> None:
-        """Build the tenants' statistics pools in the background, ahead of their turns."""
+        """Measure the gate's noise level and build the tenants' statistics pools in the
+        background, ahead of their turns (on a delta index the noise level is a pass over
+        every posting: docs/INDEX.md, "Turns on a delta index")."""
+        quantile = self._config.retrieval.relevance.noise_quantile
         with contextlib.suppress(RuntimeError):  # closed: turns build pools on first use
-            self._executor.submit(_warm, snapshot)
+            self._executor.submit(_warm, snapshot, quantile)
 
     def reload(
         self,
@@ -627,8 +631,9 @@ def _metadata(retrieval: RetrievalResult, reason: FailureReason | None) -> Groun
     )
 
 
-def _warm(snapshot: KnowledgeBase) -> None:
+def _warm(snapshot: KnowledgeBase, quantile: float) -> None:
     try:
+        noise_level(snapshot, quantile)
         warm_tenant_pools(snapshot)
-    except Exception:  # a warm-up failure only costs the first turn of a tenant its build
-        logger.exception("building tenant statistics pools failed; turns will build them")
+    except Exception:  # a warm-up failure only costs the first turns what it would make
+        logger.exception("warming the snapshot (noise level, tenant pools) failed; turns will")

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from groundwire.config import IndexSettings
+from groundwire.config import DELTA_PASS_POSTINGS, IndexSettings
 from groundwire.index import merge
 from groundwire.index.delta_rows import RowScorer
 from groundwire.index.lexical import (
@@ -113,6 +113,7 @@ class DeltaIndex:
             {
                 "minis": {},
                 "lock": threading.Lock(),
+                "best_lock": threading.Lock(),
                 "cache_lock": threading.Lock(),
             },
         )
@@ -251,12 +252,103 @@ class DeltaIndex:
         mini, rows = self._mini(list(ids))
         return mini.explain_ids(rows, doc)
 
+    def scores_of_ids(self, ids: Sequence[int], docs: IntArray) -> FloatArray:
+        mini, rows = self._mini(ids)
+        return mini.scores_of_ids(rows, docs)
+
     def field_row(self, f: int, term: int) -> tuple[IntArray, I64]:
         mini, rows = self._mini([term])
         return mini.field_row(f, rows[0])
 
+    # Whole-index reads (the relevance gate's statistics), from the segments: none of
+    # them compacts (see index/reading.py).
+    def term_docs(self, term: int) -> IntArray:
+        """The documents (ascending) holding single term ``term``: its live base
+        postings renumbered, merged with its delta postings (nothing scored)."""
+        if not 0 <= term < len(self.vocabulary):
+            raise ValueError(f"term {term} is not below the {len(self.vocabulary)} single terms")
+        base_row, delta_row = self._segment_rows(term)
+        parts = []
+        if base_row >= 0:
+            bounds = self.base._bounds
+            old = self.base.docs[bounds[base_row] : bounds[base_row + 1]]
+            _check_docs(old, int(self.base_to_now.shape[0]))
+            now = self.base_to_now[old]
+            parts.append(now[now >= 0])
+        bounds = self.delta._bounds
+        new = np.asarray(self.delta.docs[bounds[delta_row] : bounds[delta_row + 1]], np.int32)
+        _check_docs(new, self.doc_count)
+        parts.append(new)
+        return np.sort(np.concatenate(parts))
+
     def single_term_postings(self) -> tuple[I64, IntArray]:
-        return self.compacted().single_term_postings()
+        """Every live single-term posting as its term and its (current) document: the
+        base's first, then the delta's."""
+        base_single, single = len(self.base.vocabulary), len(self.vocabulary)
+        bounds, now, live = self._base_live()
+        rows = np.repeat(np.arange(base_single, dtype=np.int64), np.diff(bounds))[live]
+        delta_bounds = np.asarray(self.delta.indptr[: single + 1], dtype=np.int64)
+        new = np.asarray(self.delta.docs[: int(delta_bounds[-1])], dtype=np.int64)
+        _check_docs(new, self.doc_count)
+        delta_rows = np.repeat(np.arange(single, dtype=np.int64), np.diff(delta_bounds))
+        docs = np.concatenate([now[live].astype(np.int64), new])
+        return np.concatenate([rows, delta_rows]), docs
+
+    def single_term_frequencies(self, f: int) -> I64:
+        """Field ``f``'s frequency at each posting of :meth:`single_term_postings`."""
+        _, _, live = self._base_live()
+        base = self.base.frequencies[f].span(0, self.base.single_postings)[live]
+        return np.concatenate([base, self.delta.frequencies[f].span(0, self.delta.single_postings)])
+
+    def _base_live(self) -> tuple[I64, npt.NDArray[np.int32], MaskArray]:
+        """The base's single-term row bounds, each posting's current document and
+        whether it is live."""
+        bounds = np.asarray(self.base.indptr[: len(self.base.vocabulary) + 1], dtype=np.int64)
+        old = self.base.docs[: int(bounds[-1])]
+        _check_docs(old, int(self.base_to_now.shape[0]))
+        now = self.base_to_now[old]
+        return bounds, now, now >= 0
+
+    def best_term_scores(self) -> FloatArray:
+        """The best score each single term that any document holds earns on its own, in
+        term order, as a compaction's rows would give them (bit for bit): one pass over
+        every row, scored for the current statistics in bounded chunks and not cached
+        row by row; computed once (threads asking meanwhile wait for it)."""
+        state = self._state
+        with state["best_lock"]:
+            best: FloatArray | None = state.get("best")
+            if best is None:
+                best = state["best"] = self._best_term_scores()
+            return best
+
+    def _best_term_scores(self) -> FloatArray:
+        single, base_single = len(self.vocabulary), len(self.base.vocabulary)
+        spans = np.zeros((single, 4), dtype=np.int64)
+        base_bounds = np.asarray(self.base.indptr[: base_single + 1], dtype=np.int64)
+        delta_bounds = np.asarray(self.delta.indptr[: single + 1], dtype=np.int64)
+        spans[:base_single, 0], spans[:base_single, 1] = base_bounds[:-1], base_bounds[1:]
+        spans[:, 2], spans[:, 3] = delta_bounds[:-1], delta_bounds[1:]
+        ends = np.cumsum(spans[:, 1] - spans[:, 0] + spans[:, 3] - spans[:, 2])
+        out, lo = [], 0
+        while lo < single:  # rows whose postings fit DELTA_PASS_POSTINGS (at least one)
+            done = int(ends[lo - 1]) if lo else 0
+            hi = max(int(np.searchsorted(ends, done + DELTA_PASS_POSTINGS, side="right")), lo + 1)
+            out.append(self._row_maxima(range(lo, hi), spans[lo:hi]))
+            lo = hi
+        return np.concatenate([np.empty(0, dtype=np.float64), *out])
+
+    def _row_maxima(self, rows: range, spans: I64) -> FloatArray:
+        """The best score of each non-empty row of ``rows`` (``spans``: their spans)."""
+        scorer = self._scorer()
+        if scorer is not None:
+            indptr, scores = scorer.scored(spans.ravel(), self._norms())
+        else:  # the builder's numpy path
+            mini = self._gathered(tuple(rows))
+            indptr, scores = np.asarray(mini.indptr, dtype=np.int64), mini.scores
+        starts = indptr[:-1][indptr[1:] > indptr[:-1]]
+        if not starts.shape[0]:
+            return np.empty(0, dtype=np.float64)
+        return np.maximum.reduceat(np.asarray(scores[: int(indptr[-1])]), starts)
 
     def _mini(self, ids: Sequence[int]) -> tuple[LexicalIndex, list[int]]:
         """A small precomputed index of the query's distinct rows, scored for the current

@@ -127,11 +127,20 @@ class RowScorer:
             index.stats,
         )
 
+    def scored(self, where: I64, norms: FloatArray) -> tuple[I64, FloatArray]:
+        """The rows of spans ``where`` (``DeltaIndex._row_spans``' layout) gathered and
+        scored in one kernel call, not cached (a whole-index pass): their bounds and
+        scores."""
+        gathered = self._run(np.ascontiguousarray(where, dtype=np.int64), norms)
+        return gathered[0], gathered[4]
+
     def _score(
         self, rows: Sequence[int], spans: Callable[[Sequence[int]], I64], norms: FloatArray
     ) -> _merge.Gathered:
         """One kernel call gathering and scoring ``rows``."""
-        where = spans(rows)
+        return self._run(spans(rows), norms)
+
+    def _run(self, where: I64, norms: FloatArray) -> _merge.Gathered:
         sizes = where[1::4] - where[0::4] + where[3::4] - where[2::4]
         scoring = self._scoring(int(sizes.max(initial=0)), norms)  # a row's df <= its postings
         try:

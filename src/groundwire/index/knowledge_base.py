@@ -39,6 +39,7 @@ from groundwire.index.query import (
     check_k,
     check_query,
 )
+from groundwire.index.reading import LexicalReader
 from groundwire.index.search import Searching
 from groundwire.index.update import changed_entries, update_parts
 from groundwire.ingest.policy import AccessPolicy
@@ -363,9 +364,18 @@ class KnowledgeBase(Searching):
         return self._analyzer
 
     @property
+    def bm25(self) -> LexicalReader:
+        """The BM25 index as turns read it (``index/reading.py``): the precomputed
+        index, or after an update the delta index, scored exactly and never compacted.
+        Everything on the turn path reads this."""
+        return self._lexical
+
+    @property
     def lexical(self) -> LexicalIndex:
-        """The precomputed BM25 index (after an update, the delta segment compacted into
-        one on first use: see :meth:`compacted`)."""
+        """The precomputed BM25 index's arrays, for tools off the turn path: after an
+        update, the delta segment is compacted into one index on first use (seconds
+        and a second index's memory at a million documents; see :meth:`compacted`).
+        Turns read :attr:`bm25`."""
         lexical = self._lexical
         return lexical.compacted() if isinstance(lexical, DeltaIndex) else lexical
 

@@ -38,6 +38,7 @@ import numpy.typing as npt
 from groundwire.config import IndexSettings
 from groundwire.errors import IndexFormatError
 from groundwire.index import _kernel
+from groundwire.index.query_scores import NO_DOCS, NO_SCORES, QueryScores
 
 __all__ = [
     "SKIP",
@@ -58,102 +59,15 @@ MaskArray = npt.NDArray[np.bool_]
 #: breaks the pair of its neighbours).
 SKIP = _kernel.SKIP
 UNKNOWN = _kernel.UNKNOWN
-# Rarest query terms whose documents bound the k-th best score (see QueryScores.top).
-_PROBES = 2
 # Below this many documents a dense accumulator is always cheapest.
 _DENSE_DOCS = 262_144
 #: A frequency byte of 255 means "255 or more": the exact value is in the overflow table.
 TF_OVERFLOW = 255
 
-_NO_DOCS: IntArray = np.empty(0, dtype=np.int32)
-_NO_SCORES: FloatArray = np.empty(0, dtype=np.float64)
+_NO_DOCS: IntArray = NO_DOCS
+_NO_SCORES: FloatArray = NO_SCORES
 _NO_STARTS: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
 _NO_SECONDS: npt.NDArray[np.int32] = np.empty(0, dtype=np.int32)
-
-
-class QueryScores:
-    """One query's scores: ``dense`` (one per document) or sparse ascending ``docs``/``values``.
-
-    Only documents with a positive score matched; BM25 here never scores a match at 0.
-    ``probe`` holds the documents of the query's rarest term, used to bound top-k.
-    """
-
-    __slots__ = ("dense", "doc_count", "docs", "probes", "values")
-
-    def __init__(
-        self,
-        doc_count: int,
-        dense: FloatArray | None,
-        docs: IntArray = _NO_DOCS,
-        values: FloatArray = _NO_SCORES,
-        probes: Sequence[IntArray] = (),
-    ) -> None:
-        self.doc_count = doc_count
-        self.dense = dense
-        self.docs = docs
-        self.values = values
-        self.probes = probes
-
-    def score_of(self, doc: int) -> float:
-        """Score of one document, 0.0 when it did not match."""
-        if self.dense is not None:
-            return float(self.dense[doc])
-        at = int(np.searchsorted(self.docs, doc))
-        if at < self.docs.shape[0] and int(self.docs[at]) == doc:
-            return float(self.values[at])
-        return 0.0
-
-    def scores_at(self, docs: IntArray) -> FloatArray:
-        """Scores of positions ``docs`` (int64), 0.0 where they did not match."""
-        if self.dense is not None:
-            return np.asarray(self.dense[docs], dtype=np.float64)
-        found = np.zeros(docs.shape[0], dtype=np.float64)
-        if self.docs.shape[0]:
-            at = np.minimum(np.searchsorted(self.docs, docs), self.docs.shape[0] - 1)
-            hit = self.docs[at] == docs
-            found[hit] = self.values[at[hit]]
-        return found
-
-    def matched(self, mask: MaskArray | None = None) -> tuple[IntArray, FloatArray]:
-        """Every matching document (ascending) and its score, optionally within ``mask``."""
-        if self.dense is not None:
-            hit = np.flatnonzero(self.dense > 0.0 if mask is None else (self.dense > 0.0) & mask)
-            return hit.astype(np.int32), self.dense[hit]
-        if mask is None:
-            return self.docs, self.values
-        keep = mask[self.docs]
-        return self.docs[keep], self.values[keep]
-
-    def top(self, k: int, mask: MaskArray | None = None) -> tuple[IntArray, FloatArray]:
-        """The k best documents within ``mask``: score descending, ties by doc ascending."""
-        if k <= 0:
-            return _NO_DOCS, _NO_SCORES
-        if self.dense is None:
-            chosen, values = self.matched(mask)
-        else:
-            scores = self.dense if mask is None else np.where(mask, self.dense, 0.0)
-            # Any subset's k-th best score bounds the overall k-th best from below, so
-            # only documents at or above it need sorting. The rarest terms' documents
-            # usually score highest, which makes the bound tight.
-            bound, probed = 0.0, 0
-            for probe in self.probes:
-                size = probe.shape[0]
-                if size >= k:
-                    kth = float(np.partition(scores[probe], size - k)[size - k])
-                    bound, probed = max(bound, kth), probed + 1
-                    if probed == _PROBES:
-                        break
-            chosen = np.flatnonzero(scores >= bound) if bound > 0.0 else np.flatnonzero(scores)
-            values = scores[chosen]
-        count = values.shape[0]
-        if count > 4 * k:
-            # Keep every tie at the k-th score so the doc-number tie-break decides.
-            kth = float(np.partition(values, count - k)[count - k])
-            keep = values >= kth
-            chosen, values = chosen[keep], values[keep]
-        # chosen ascends by document, so a stable sort on score breaks ties by document.
-        order = np.argsort(-values, kind="stable")[:k]
-        return chosen[order], values[order]
 
 
 def _check_docs(docs: IntArray, n_docs: int) -> None:
@@ -495,6 +409,23 @@ class LexicalIndex:
         docs = np.asarray(self.docs[: int(indptr[-1])], dtype=np.int64)
         _check_docs(docs, self.doc_count)
         return np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(indptr)), docs
+
+    def single_term_frequencies(self, f: int) -> npt.NDArray[np.int64]:
+        """Field ``f``'s frequency at each posting of :meth:`single_term_postings`."""
+        return self.frequencies[f].span(0, self.single_postings)
+
+    def term_docs(self, term: int) -> IntArray:
+        """The documents (ascending) holding single term ``term`` in any field."""
+        return self.docs[self._bounds[term] : self._bounds[term + 1]]
+
+    def best_term_scores(self) -> FloatArray:
+        """The best score each single term that any document holds earns on its own, in
+        term order (the relevance gate's noise level is a quantile of them)."""
+        indptr = np.asarray(self.indptr[: len(self.vocabulary) + 1], dtype=np.int64)
+        starts = indptr[:-1][indptr[1:] > indptr[:-1]]
+        if not starts.shape[0]:
+            return np.empty(0, dtype=np.float64)
+        return np.maximum.reduceat(np.asarray(self.scores[: int(indptr[-1])]), starts)
 
     def field_row(self, f: int, term: int) -> tuple[IntArray, npt.NDArray[np.int64]]:
         """Field ``f`` of row ``term``: the documents holding the term there and its

@@ -136,7 +136,7 @@ def phrase_channel(
     found = {doc: score for doc, score in found.items() if score > 0}
     if not found:
         return _empty("phrase")
-    bm25 = {doc: kb.lexical.score_of_ids(lexical_ids, doc) for doc in found}
+    bm25 = {doc: kb.bm25.score_of_ids(lexical_ids, doc) for doc in found}
     order = sorted(found, key=lambda doc: (-found[doc], -bm25[doc], doc))
     return ChannelList.of("phrase", order, [found[doc] for doc in order])
 

@@ -236,7 +236,7 @@ def _noise(kb: KnowledgeBase, allowed: MaskArray, quantile: float) -> float:
     cached = _noises.get(key)
     if cached is not None and cached[0] is kb:
         return cached[1]
-    level = restricted_noise(kb.lexical, allowed, quantile)
+    level = restricted_noise(kb.bm25, allowed, quantile)
     if len(_noises) >= _MAP_CACHE_LIMIT * 8:
         _noises.clear()
     _noises[key] = (kb, level)
@@ -352,9 +352,9 @@ def select_evidence(
     analyzer = kb.analyzer
     terms = analyzer.tokens(question)
     if bool(allowed.all()):
-        scores = kb.lexical.score(terms)  # nothing excluded: the precomputed rows
+        scores = kb.bm25.score(terms)  # nothing excluded: the index's own scores
     else:
-        scores = QueryScores(kb.lexical.doc_count, restricted_scores(kb.lexical, terms, allowed))
+        scores = QueryScores(kb.bm25.doc_count, restricted_scores(kb.bm25, terms, allowed))
     matched = int(scores.matched()[0].shape[0])
     ranked, lexical, phrase = _ranked(kb, scores, terms, allowed, settings.candidate_limit)
     truncated = matched > len(ranked)
@@ -395,7 +395,7 @@ def select_evidence(
             [d for d, _ in qualified],
             [v for _, v in qualified],
             settings.relevance,
-            noise=_noise(kb, allowed, settings.relevance.noise_quantile),
+            noise=lambda: _noise(kb, allowed, settings.relevance.noise_quantile),
             lexical=[lexical.get(d, scores.score_of(d)) for d, _ in qualified],  # BM25
             phrase=[d in phrase for d, _ in qualified],
         )

@@ -28,13 +28,14 @@ the evidence in the query and keeps the candidates it supports, possibly none:
 
 The gate only removes candidates; it never adds or reorders one. It works on any ranked
 list of snapshot positions (lexical today, fused channels later). Everything it needs is
-read from the snapshot's public lexical arrays; nothing is computed at build time.
+read through the snapshot's BM25 reader (``KnowledgeBase.bm25``, which a delta index
+answers without compacting); nothing is computed at build time.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -189,14 +190,9 @@ def noise_table(kb: KnowledgeBase, steps: int = 100) -> list[float]:
 
 
 def _best_term_scores(kb: KnowledgeBase) -> np.ndarray:
-    """The best score each indexed single term earns any document on its own."""
-    lexical = kb.lexical
-    terms = len(lexical.vocabulary)
-    indptr = np.asarray(lexical.indptr[: terms + 1], dtype=np.int64)
-    starts = indptr[:-1][indptr[1:] > indptr[:-1]]
-    if not starts.shape[0]:
-        return np.empty(0, dtype=np.float64)
-    return np.maximum.reduceat(np.asarray(lexical.scores[: int(indptr[-1])]), starts)
+    """The best score each indexed single term earns any document on its own (from the
+    segments of a delta index, never a compaction: ``LexicalReader.best_term_scores``)."""
+    return kb.bm25.best_term_scores()
 
 
 def _idf(n_docs: int, df: int) -> float:
@@ -225,15 +221,15 @@ def term_rows(
 ) -> list[IntArray]:
     """For each analyzed term, the documents holding it (ascending positions, only
     ``allowed`` ones when given; empty for a term the snapshot does not know)."""
-    lexical = kb.lexical
-    vocabulary, indptr, docs = lexical.vocabulary, lexical.indptr, lexical.docs
+    lexical = kb.bm25
+    vocabulary = lexical.vocabulary
     rows: list[IntArray] = []
     for term in terms:
         tid = vocabulary.get(term)
         if tid is None:
             rows.append(_NO_DOCS)
             continue
-        row = docs[int(indptr[tid]) : int(indptr[tid + 1])]
+        row = lexical.term_docs(tid)
         rows.append(row if allowed is None else row[allowed[row]])
     return rows
 
@@ -259,7 +255,7 @@ def query_evidence(
     if not terms and context:
         terms = list(dict.fromkeys(t for text in context for t in _informative(kb, text)))
     mask = allowed if allowed is not None and not bool(allowed.all()) else None
-    n_docs = kb.lexical.doc_count if mask is None else int(np.count_nonzero(mask))
+    n_docs = kb.bm25.doc_count if mask is None else int(np.count_nonzero(mask))
     rows = term_rows(kb, terms, mask)
     found = [(term, int(row.shape[0]), row) for term, row in zip(terms, rows, strict=True)]
     floor = settings.idf_floor * n_docs
@@ -291,7 +287,7 @@ def gate_candidates(
     scores: Sequence[float],
     settings: RelevanceGate,
     *,
-    noise: float = 0.0,
+    noise: float | Callable[[], float] = 0.0,
     lexical: Sequence[float] | None = None,
     phrase: Sequence[bool] | None = None,
     limit: int | None = None,
@@ -300,7 +296,9 @@ def gate_candidates(
     ``scores``) deserve the context; see the module docstring.
 
     ``lexical`` are the BM25 parts of the scores (default: the scores), compared with the
-    snapshot's ``noise`` level; ``phrase`` marks exact/alias phrase hits. Only the first
+    snapshot's ``noise`` level (or a function computing it, called only when a candidate's
+    verdict depends on it: a whole-index pass on a delta index); ``phrase`` marks
+    exact/alias phrase hits. Only the first
     ``limit`` candidates can be kept (all are measured).
     """
     positions = np.asarray(docs, dtype=np.int64)
@@ -309,14 +307,14 @@ def gate_candidates(
     bm25 = np.asarray(scores if lexical is None else lexical, dtype=np.float64)
     hits = np.zeros(size, dtype=bool) if phrase is None else np.asarray(phrase, dtype=bool)
     full = coverage >= settings.min_coverage
-    strong = (count >= settings.min_terms) & (bm25 >= noise)
-    partial = (
-        ~full
-        & (coverage >= settings.partial_coverage)
-        & (strong | hits | (count >= settings.many_terms))
-    )
+    open_ = ~full & (coverage >= settings.partial_coverage)
     if evidence.names:  # an entry that ignores the named subject: full coverage only
-        partial &= evidence.about(positions)
+        open_ &= evidence.about(positions)
+    many = hits | (count >= settings.many_terms)
+    terms = count >= settings.min_terms
+    if callable(noise):  # only a candidate whose verdict the noise level decides needs it
+        noise = noise() if bool((open_ & terms & ~many).any()) else math.inf
+    partial = open_ & ((terms & (bm25 >= noise)) | many)
     head = size if limit is None else min(limit, size)
     passing = [n for n in range(head) if full[n] or partial[n]]
     if passing:

@@ -434,7 +434,7 @@ def search_channels(
 
 def _bm25_scorer(kb: KnowledgeBase, lexical_ids: Sequence[int]) -> Scorer:
     """BM25 of the query's term ids for given positions (one kernel call)."""
-    return lambda docs: kb.lexical.scores_of_ids(lexical_ids, docs)
+    return lambda docs: kb.bm25.scores_of_ids(lexical_ids, docs)
 
 
 def entry_text(kb: KnowledgeBase) -> Callable[[int], str]:

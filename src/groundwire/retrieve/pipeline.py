@@ -334,7 +334,7 @@ def _gate(
         [kb.position(item.entry.id) or 0 for item in candidates],
         [item.score for item in candidates],
         config.relevance,
-        noise=noise_level(kb, config.relevance.noise_quantile),
+        noise=lambda: noise_level(kb, config.relevance.noise_quantile),
         lexical=[item.lexical_score for item in candidates],
         phrase=[item.exact or item.alias for item in candidates],
         limit=config.result_limit,

@@ -17,11 +17,11 @@ from groundwire.index.lexical import (
     FieldStats,
     FloatArray,
     IntArray,
-    LexicalIndex,
     MaskArray,
     idf,
     norm,
 )
+from groundwire.index.reading import LexicalReader
 
 __all__ = ["restricted_noise", "restricted_scores"]
 
@@ -38,7 +38,7 @@ def _merge_parts(parts: list[tuple[IntArray, FloatArray]]) -> tuple[IntArray, Fl
 
 
 def _term_row(
-    index: LexicalIndex,
+    index: LexicalReader,
     term: int,
     allowed: MaskArray,
     field_docs: IntArray,
@@ -76,7 +76,7 @@ def _term_row(
     return docs, values
 
 
-def restricted_scores(index: LexicalIndex, terms: Sequence[str], allowed: MaskArray) -> FloatArray:
+def restricted_scores(index: LexicalReader, terms: Sequence[str], allowed: MaskArray) -> FloatArray:
     """BM25 scores of ``terms`` as if only ``allowed`` documents had been indexed.
 
     One score per document (0.0 for excluded and unmatched ones). Statistics (documents,
@@ -103,7 +103,7 @@ def restricted_scores(index: LexicalIndex, terms: Sequence[str], allowed: MaskAr
     return out
 
 
-def restricted_noise(index: LexicalIndex, allowed: MaskArray, quantile: float) -> float:
+def restricted_noise(index: LexicalReader, allowed: MaskArray, quantile: float) -> float:
     """The relevance gate's noise level (:func:`~groundwire.retrieve.gate.noise_level`: the
     ``quantile`` of the best score each indexed term earns one document) as if only
     ``allowed`` documents had been indexed, so what a request may not see moves no cut.
@@ -122,7 +122,7 @@ def restricted_noise(index: LexicalIndex, allowed: MaskArray, quantile: float) -
         weight = index.weights[f]
         if weight == 0.0:
             continue
-        tf_all = index.frequencies[f].span(0, rows.shape[0])
+        tf_all = index.single_term_frequencies(f)
         keep = visible & (tf_all > 0)
         term_of, docs, tf = rows[keep], row_docs[keep], tf_all[keep].astype(np.float64)
         if not docs.size:

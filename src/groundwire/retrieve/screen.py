@@ -179,7 +179,7 @@ def screen_texts(
         [Document(f"{n:06d}", "", text) for n, text in enumerate(candidates)],
         document_settings(analyzer),
     )  # ids in candidate order, so position n is candidate n
-    bm25 = index.lexical.score(index.analyzer.tokens(query))
+    bm25 = index.bm25.score(index.analyzer.tokens(query))
     lexical = [bm25.score_of(n) for n in range(len(candidates))]
     verdict = gate_candidates(
         _evidence(index, reference, query, settings),
