@@ -242,6 +242,22 @@ def test_the_embedded_backend_on_a_delta_equals_a_rebuild() -> None:
         assert answers(delta) == want
 
 
+def test_pair_ids_of_a_delta_score_the_delta_rows() -> None:
+    """A delta numbers its term pairs base-first; the compacted index numbers them in key
+    order. Ids must go back to the reader that made them (before, the embedded backend's
+    scores of "delta alpha" read another pair's row of the compacted index)."""
+    docs = [gw.Document(f"d{i}", "alpha beta", f"gamma delta {i}") for i in range(20)]
+    new = [gw.Document("z1", "delta alpha", "beta gamma"), gw.Document("z2", "alpha gamma", "x")]
+    delta = gw.KnowledgeBase.from_documents(docs).update(new, compact=False)
+    scratch = gw.KnowledgeBase.from_documents(docs + new)
+    ids = ["z1", "z2", "d0"]
+    for query in ("delta alpha", "alpha gamma", "beta gamma", "gamma delta"):
+        flt = gw.Filter.of(None)
+        with no_compaction():
+            got = gw.EmbeddedBackend(delta).lexical_scores(query, flt, ids)
+        assert got == gw.EmbeddedBackend(scratch).lexical_scores(query, flt, ids), query
+
+
 # -- documents: evidence selection -------------------------------------------------------------
 def documents(seed: int, n: int) -> dict[str, gw.Document]:
     rng = np.random.default_rng(seed)
