@@ -324,6 +324,7 @@ def test_engine_turns_on_a_reloaded_delta_snapshot_equal_a_rebuild(tmp_path: Pat
     final[2] = corpus(22, 60)[2]
     final[70] = entry(70, ["rotate", "keys", "payroll"], tenant="acme")
     updated(gw.KnowledgeBase.load(tmp_path / "kb"), final).save(tmp_path / "kb")
+    assert gw.KnowledgeBase.describe_snapshot(tmp_path / "kb")["segments"] == 2  # a delta
     build(final).save(tmp_path / "scratch")
     config = gw.GroundingConfig(timeout_ms=60_000)
 
