@@ -9,10 +9,11 @@ build from scratch) is saved beside it.
 Measures, each in a fresh process (``--measure``), so that nothing is cached:
 
 * ``first``: ``GroundingEngine.from_snapshot`` of the delta snapshot (load), then the
-  first ``ground`` turn (``timeout_ms`` 600 s, so the turn's true cost shows), wall and
-  CPU seconds (``time.process_time``: every thread of the process, the engine's
-  background warm-up included), and whether the turn compacted the delta;
-  then the same first turn with the default turn timeout (its failure reason);
+  first and second ``ground`` turns (``timeout_ms`` 600 s, so the turn's true cost
+  shows), wall and CPU seconds (``time.process_time``: every thread of the process, the
+  engine's background warm-up included), and whether the turn compacted the delta; the
+  same for the compacted snapshot; then the delta's first turn with the default turn
+  timeout (its failure reason);
 * ``turns``: ``--queries`` realistic turns (2-6 words, no top-100 word) on the delta
   snapshot and on the compacted one, interleaved ``--rounds`` times, p50/p90 wall and
   median CPU milliseconds per turn, and whether both return the same blocks.
@@ -81,25 +82,33 @@ def _compacted(kb: Any) -> bool:
 
 
 def measure_first(folder: Path, seed: int) -> dict[str, Any]:
+    """The first and second turns after ``from_snapshot`` of the delta snapshot and of
+    its compacted twin (each in this fresh process), then the delta's first turn with
+    the default timeout."""
     from groundwire import GroundingConfig, GroundingEngine
 
     query = queries(1, seed)[0]
     out: dict[str, Any] = {"query": query, "load_avg": os.getloadavg()}
-    start, cpu = time.perf_counter(), time.process_time()
-    engine = GroundingEngine.from_snapshot(folder / "delta", GroundingConfig(timeout_ms=600_000))
-    out["load_s"], out["load_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
-    kb = engine.knowledge_base
-    out["delta_share"] = kb.delta_share
-    start, cpu = time.perf_counter(), time.process_time()
-    outcome = engine.ground(query)
-    out["first_s"], out["first_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
-    out["first_reason"] = outcome.metadata.failure_reason
-    out["first_selected"] = len(outcome.metadata.selected_ids)
-    out["compacted_after_first"] = _compacted(kb)
-    start, cpu = time.perf_counter(), time.process_time()
-    engine.ground(queries(2, seed)[1])
-    out["second_s"], out["second_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
-    engine.close()
+    for name in ("delta", "compacted"):
+        start, cpu = time.perf_counter(), time.process_time()
+        config = GroundingConfig(timeout_ms=600_000)
+        engine = GroundingEngine.from_snapshot(folder / name, config)
+        row: dict[str, Any] = {"load_s": time.perf_counter() - start}
+        row["load_cpu_s"] = time.process_time() - cpu
+        kb = engine.knowledge_base
+        row["delta_share"] = kb.delta_share
+        start, cpu = time.perf_counter(), time.process_time()
+        outcome = engine.ground(query)
+        row["first_s"], row["first_cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
+        row["first_reason"] = outcome.metadata.failure_reason
+        row["first_selected"] = len(outcome.metadata.selected_ids)
+        row["compacted_after_first"] = _compacted(kb)
+        start, cpu = time.perf_counter(), time.process_time()
+        engine.ground(queries(2, seed)[1])
+        row["second_s"] = time.perf_counter() - start
+        row["second_cpu_s"] = time.process_time() - cpu
+        engine.close()
+        out[name] = row
     default = GroundingEngine.from_snapshot(folder / "delta")
     start, cpu = time.perf_counter(), time.process_time()
     outcome = default.ground(query)

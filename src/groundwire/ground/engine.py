@@ -40,6 +40,7 @@ from groundwire.errors import BackendError, ConfigError, QueryError
 from groundwire.ground.backend_selection import select_from_backend
 from groundwire.index.cache import SnapshotCache, default_cache
 from groundwire.index.knowledge_base import KnowledgeBase
+from groundwire.index.scoped import label_index
 from groundwire.index.vector_files import snapshot_vectors
 from groundwire.index.vectors import VectorIndex
 from groundwire.ingest.sources import SOURCE_MANIFEST
@@ -320,9 +321,10 @@ class GroundingEngine:
         return None if served is None else served[0]
 
     def _warm(self, snapshot: KnowledgeBase) -> None:
-        """Measure the gate's noise level and build the tenants' statistics pools in the
-        background, ahead of their turns (on a delta index the noise level is a pass over
-        every posting: docs/INDEX.md, "Turns on a delta index")."""
+        """Read the entries' labels, measure the gate's noise level and build the tenants'
+        statistics pools in the background, ahead of the turns (a loaded snapshot's labels
+        decode every entry; a delta index's noise level is a pass over every posting:
+        docs/INDEX.md, "Turns on a delta index")."""
         quantile = self._config.retrieval.relevance.noise_quantile
         with contextlib.suppress(RuntimeError):  # closed: turns build pools on first use
             self._executor.submit(_warm, snapshot, quantile)
@@ -633,6 +635,7 @@ def _metadata(retrieval: RetrievalResult, reason: FailureReason | None) -> Groun
 
 def _warm(snapshot: KnowledgeBase, quantile: float) -> None:
     try:
+        label_index(snapshot)  # every turn's eligibility reads it
         noise_level(snapshot, quantile)
         warm_tenant_pools(snapshot)
     except Exception:  # a warm-up failure only costs the first turns what it would make

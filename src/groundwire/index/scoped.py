@@ -39,18 +39,29 @@ __all__ = ["ScopedReader", "entry_name", "label_index", "scrub_links", "subset",
 _CACHE_LIMIT = TENANT_POOL_SNAPSHOTS
 _labels: dict[int, tuple[KnowledgeBase, LabelIndex]] = {}
 _lock = threading.Lock()
+_reading: dict[int, threading.Lock] = {}  # one reader of a snapshot's labels at a time
 
 
 def label_index(kb: KnowledgeBase) -> LabelIndex:
-    """The labels of ``kb``'s entries (read once per snapshot; a snapshot never changes)."""
+    """The labels of ``kb``'s entries (read once per snapshot; a snapshot never changes).
+
+    Reading them decodes every entry of a loaded snapshot (seconds at 200k entries), so
+    concurrent callers (the engine's warm-up and a first turn) wait for one reading."""
     cached = _labels.get(id(kb))
     if cached is not None and cached[0] is kb:
         return cached[1]
-    built = LabelIndex(kb.entries)
     with _lock:
-        if len(_labels) >= _CACHE_LIMIT:
-            _labels.clear()
-        _labels[id(kb)] = (kb, built)
+        reading = _reading.setdefault(id(kb), threading.Lock())
+    with reading:
+        cached = _labels.get(id(kb))  # read by another caller meanwhile
+        if cached is not None and cached[0] is kb:
+            return cached[1]
+        built = LabelIndex(kb.entries)
+        with _lock:
+            if len(_labels) >= _CACHE_LIMIT:
+                _labels.clear()
+            _labels[id(kb)] = (kb, built)
+            _reading.pop(id(kb), None)
     return built
 
 
