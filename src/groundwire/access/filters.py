@@ -66,15 +66,22 @@ class LabelIndex:
 
     __slots__ = ("_acl_open", "_cache", "_codes", "_entries", "_lock", "_postings", "_tenant_codes")
 
-    def __init__(self, entries: Sequence[KnowledgeEntry]) -> None:
+    def __init__(
+        self, entries: Sequence[KnowledgeEntry], label_free: npt.NDArray[np.bool_] | None = None
+    ) -> None:
+        """``label_free`` marks entries known to carry no label (not read: shared, open)."""
         n = len(entries)
         self._entries = entries
         self._codes: dict[str, int] = {}
         self._tenant_codes = np.zeros(n, dtype=np.int32)
         self._acl_open = np.zeros(n, dtype=bool)
         postings: dict[str, list[int]] = {}
-        for position, entry in enumerate(entries):
-            labels = read_labels(entry.metadata)
+        read: Sequence[int] = range(n)
+        if label_free is not None:
+            self._acl_open[label_free] = True
+            read = np.flatnonzero(~label_free).tolist()
+        for position in read:
+            labels = read_labels(entries[position].metadata)
             if labels is None:
                 self._tenant_codes[position] = _MALFORMED
                 continue

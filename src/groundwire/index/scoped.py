@@ -29,6 +29,7 @@ from groundwire.config import (
 from groundwire.errors import ConfigError, KnowledgeIndexError
 from groundwire.index.knowledge_base import KnowledgeBase, entry_name
 from groundwire.index.lexical import MaskArray
+from groundwire.index.store.views import label_free
 from groundwire.index.vectors import VectorIndex
 from groundwire.model import Filter, Hit, KnowledgeEntry, Principal, Scope
 
@@ -45,8 +46,9 @@ _reading: dict[int, threading.Lock] = {}  # one reader of a snapshot's labels at
 def label_index(kb: KnowledgeBase) -> LabelIndex:
     """The labels of ``kb``'s entries (read once per snapshot; a snapshot never changes).
 
-    Reading them decodes every entry of a loaded snapshot (seconds at 200k entries), so
-    concurrent callers (the engine's warm-up and a first turn) wait for one reading."""
+    Only the entries whose stored line may hold a label are decoded (``label_free``;
+    decoding all of them took seconds at 200k entries), and concurrent callers (the
+    engine's warm-up and a first turn) wait for one reading."""
     cached = _labels.get(id(kb))
     if cached is not None and cached[0] is kb:
         return cached[1]
@@ -56,7 +58,8 @@ def label_index(kb: KnowledgeBase) -> LabelIndex:
         cached = _labels.get(id(kb))  # read by another caller meanwhile
         if cached is not None and cached[0] is kb:
             return cached[1]
-        built = LabelIndex(kb.entries)
+        entries = kb._entries  # read in place: a loaded snapshot's stay undecoded
+        built = LabelIndex(entries, label_free(entries))
         with _lock:
             if len(_labels) >= _CACHE_LIMIT:
                 _labels.clear()

@@ -217,6 +217,11 @@ class SplicedEntries(Sequence[KnowledgeEntry]):
         """Per position: the old position, or ``-1 - i`` for the i-th new entry."""
         return self._source
 
+    @property
+    def new(self) -> Sequence[KnowledgeEntry]:
+        """The entries added or replaced since ``old``."""
+        return self._new
+
     def lines(self, positions: I64) -> tuple[bytes, I64]:
         """The JSON lines of the entries at ``positions``: copied from mapped lines where
         the entries came from a snapshot, else encoded."""
@@ -358,3 +363,51 @@ def string_rows(
     bounds = ptr.tolist()
     flat = values.tolist()
     return {key: tuple(flat[bounds[i] : bounds[i + 1]]) for i, key in enumerate(keys)}
+
+
+#: What a stored JSON line holds when it may carry a tenant or ACL label: a JSON string
+#: (a metadata key) spells its letters as they are or as ``\\u`` escapes, nothing else.
+_LABEL_MARKS = (b"tenant", b"acl", b"\\u")
+
+
+def label_free(entries: Sequence[KnowledgeEntry]) -> npt.NDArray[np.bool_] | None:
+    """Per entry, whether its stored JSON line cannot carry a tenant or ACL label (no
+    ``tenant``, ``acl`` or ``\\u`` in its bytes), found without decoding it: reading a
+    loaded snapshot's labels then decodes only the entries that may hold some. None when
+    ``entries`` are not read from stored lines; False for an entry held in memory."""
+    if isinstance(entries, LazyEntries):
+        return _free_lines(entries.blob, entries.offsets)
+    if isinstance(entries, _Joined):
+        first, second = label_free(entries._first), label_free(entries._second)
+        if first is None or second is None:
+            return None
+        return np.concatenate([first, second])
+    if isinstance(entries, SplicedEntries):
+        old = label_free(entries.old)
+        if old is None:
+            return None
+        source = entries.source
+        free = np.zeros(source.shape[0], dtype=bool)
+        kept = source >= 0
+        free[kept] = old[source[kept]]
+        new = label_free(entries.new)
+        if new is not None:
+            free[~kept] = new[-1 - source[~kept]]
+        return free
+    return None
+
+
+def _free_lines(blob: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    bounds = np.asarray(offsets, dtype=np.int64)
+    free = np.ones(max(bounds.shape[0] - 1, 0), dtype=bool)
+    data = np.ascontiguousarray(blob, dtype=np.uint8).tobytes()
+    marks: list[int] = []
+    for mark in _LABEL_MARKS:  # bytes.find: a fast scan; every occurrence, overlaps too
+        at = data.find(mark)
+        while at >= 0:
+            marks += (at, at + len(mark) - 1)  # its first and last byte's lines
+            at = data.find(mark, at + 1)
+    if marks:
+        lines = np.searchsorted(bounds, np.array(marks, dtype=np.int64), side="right") - 1
+        free[lines[(lines >= 0) & (lines < free.shape[0])]] = False
+    return free
