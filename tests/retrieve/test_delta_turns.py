@@ -220,6 +220,31 @@ def test_gate_statistics_on_a_delta_equal_a_rebuild_to_the_bit() -> None:
             assert level == restricted_noise(scratch.bm25, allowed, 0.5)
 
 
+def test_a_lazy_noise_level_gives_the_same_verdicts_and_is_asked_only_when_needed() -> None:
+    kb = build(corpus(9, 40))
+    relevance = gw.RetrievalConfig().relevance
+    asked = 0
+
+    def level() -> float:
+        nonlocal asked
+        asked += 1
+        return gate.noise_level(kb, relevance.noise_quantile)
+
+    for query in (*QUERIES, "rotate keys webhook retry billing refund invoice token"):
+        hits = kb.search(query, k=20)
+        docs = [kb.position(h.id) for h in hits]
+        scores = [h.score for h in hits]
+        evidence = gate.query_evidence(kb, query, relevance)
+        for noise in (0.0, 1e9, gate.noise_level(kb, relevance.noise_quantile)):
+            before = asked
+            lazy = gate.gate_candidates(evidence, docs, scores, relevance, noise=lambda n=noise: n)
+            eager = gate.gate_candidates(evidence, docs, scores, relevance, noise=noise)
+            assert lazy == eager, query
+            assert asked == before  # the lambdas above do not count
+        gate.gate_candidates(evidence, docs, scores, relevance, noise=level)
+    assert 0 < asked < len(QUERIES) + 1  # asked for some turns, not for every one
+
+
 def test_the_embedded_backend_on_a_delta_equals_a_rebuild() -> None:
     delta, scratch = delta_and_scratch(5)
     ids = [*[e.id for e in scratch][::2], "e.99"]
