@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from groundwire.cli import app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "CLI.md"
-SUBCOMMANDS = ("add", "recall", "forget", "show", "graph", "stats", "worker", "review")
+SUBCOMMANDS = ("add", "recall", "forget", "show", "graph", "stats", "optimize", "worker", "review")
 runner = CliRunner()
 
 
@@ -180,6 +180,7 @@ def test_sessions_are_recorded(store: str) -> None:
         (["recall", "{store}", "x", "--since", "soon"], 2, "--since"),
         (["graph", "{store}", "nobody"], 1, "no entity"),
         (["graph", "{store}", "--limit", "0"], 2, "--limit"),
+        (["optimize", "{missing}"], 1, "no such file or folder"),
     ],
 )
 def test_errors_are_one_line(
@@ -196,6 +197,28 @@ def test_a_file_that_is_not_a_store(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not sqlite at all" * 64)
     result = run("stats", str(junk))
+    assert result.exit_code == 1
+    assert "not a usable memory store" in error_line(result)
+
+
+def test_optimize_merges_the_text_indexes_and_keeps_recall(store: str, tmp_path: Path) -> None:
+    before = run_json("recall", store, "Alice employer")
+    merged = run_json("optimize", store)
+    assert set(merged) == {"before", "after"}
+    assert set(merged["after"]) == {"memories_fts", "memory_hints_fts"}
+    assert merged["after"]["memories_fts"] == 1
+    assert all(count <= 1 for count in merged["after"].values())
+    again = run_json("optimize", store)
+    assert again["before"] == again["after"] == merged["after"]
+    after = run_json("recall", store, "Alice employer")
+    strip = [(m["id"], m["explain"]["score"]) for m in before["memories"]]
+    assert [(m["id"], m["explain"]["score"]) for m in after["memories"]] == strip
+    text = run("optimize", store)
+    assert text.exit_code == 0
+    assert "memories_fts: 1 -> 1 segments" in text.stdout
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite at all" * 64)
+    result = run("optimize", str(junk))
     assert result.exit_code == 1
     assert "not a usable memory store" in error_line(result)
 

@@ -1,4 +1,5 @@
-"""``memory``: an agent memory store on the command line (add, recall, forget, show, graph, stats).
+"""``memory``: an agent memory store on the command line (add, recall, forget, show, graph, stats,
+optimize).
 
 Every subcommand takes ``STORE`` (a memory store file, created on first ``add``) and the
 scope options: ``--tenant`` and ``--agent`` name whose memory it is, ``--user`` and
@@ -390,3 +391,17 @@ def stats(
         for key, value in [*counts.items(), *pipeline.items()]
     ]
     make_console().print(facts_table(rows))
+
+
+@memory_app.command("optimize")
+def optimize(store: StoreArg, as_json: JsonOpt = False) -> None:
+    """Merge the store's text indexes into one segment each (after a bulk import): recall
+    returns the same results with fewer index lookups. Safe while others read; it waits
+    for other writers."""
+    with _open(store) as opened:
+        segments = opened.optimize()
+    if as_json:
+        print_json(segments)
+        return
+    for table, before in segments["before"].items():
+        typer.echo(f"{table}: {before} -> {segments['after'][table]} segments")

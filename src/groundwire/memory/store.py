@@ -27,7 +27,7 @@ from groundwire.config import (
 )
 from groundwire.embed import Embedder
 from groundwire.errors import ConfigError, MemoryStoreError, QueryError
-from groundwire.memory import bookkeeping, views, writes
+from groundwire.memory import bookkeeping, compaction, views, writes
 from groundwire.memory import recall as _recall
 from groundwire.memory.graph import visible_sql
 from groundwire.memory.records import (
@@ -188,11 +188,8 @@ class MemoryStore:
 
     @contextmanager
     def _write(self, *, bookkeeping: bool = False) -> Iterator[sqlite3.Connection]:
-        """One write transaction under the lock; rolled back whole on any error.
-
-        ``bookkeeping``: the transaction writes only what no derived cache reads (access
-        counts, session records), so it leaves the caches valid.
-        """
+        """One write transaction under the lock, rolled back whole on any error. ``bookkeeping``:
+        it writes nothing a derived cache reads (access counts, sessions): caches stay valid."""
         with self._lock:
             conn = self._connection()
             try:
@@ -286,16 +283,12 @@ class MemoryStore:
 
     def remember_many(self, scope: MemoryScope, items: Iterable[Mapping[str, Any]]) -> list[Memory]:
         """Store many memories (the fields of :meth:`remember` per item) in one transaction.
-
-        All or nothing: one invalid item raises before anything is written.
-        """
+        All or nothing: one invalid item raises before anything is written."""
         scope = _check_scope(scope)
         batch = list(items)
         if len(batch) > MEMORY_MAX_BATCH:
-            raise QueryError(
-                f"remember_many got {len(batch)} items, over the limit of {MEMORY_MAX_BATCH}: "
-                "split the batch"
-            )
+            limit = f"over the limit of {MEMORY_MAX_BATCH}: split the batch"
+            raise QueryError(f"remember_many got {len(batch)} items, {limit}")
         prepared: list[MemoryInput] = []
         for index, item in enumerate(batch):
             if not isinstance(item, Mapping):
@@ -551,6 +544,12 @@ class MemoryStore:
         scope = _check_scope(scope)
         with self._read() as conn:
             return views.entity_rows(conn, scope, limit, name)
+
+    def optimize(self) -> dict[str, dict[str, int]]:
+        """Merge each text index into one segment (run it after a bulk import): the same
+        recall results for fewer index lookups. One write; segment counts before/after."""
+        with self._write() as conn:
+            return compaction.optimize(conn)
 
     def stats(self, scope: MemoryScope | None = None) -> dict[str, Any]:
         """Counts (of one scope, or the whole file), schema version and size on disk."""
