@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import percentile, source_state, versions
 from groundwire import MemoryRecallConfig
 from groundwire.memory import MemoryScope, MemoryStore
+from groundwire.memory.compaction import segments
 
 SCOPE = MemoryScope("bench", "agent")
 DEFAULT = "groundwire recall (default: touch=True)"
@@ -152,6 +153,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--durable-writes", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--optimize", action="store_true", help="MemoryStore.optimize() first")
     args = parser.parse_args()
     print(versions(["numpy"]), f"sqlite {sqlite3.sqlite_version}")
     print(source_state(Path(__file__).resolve().parents[1]))
@@ -160,7 +162,13 @@ def main() -> int:
         path = Path(tmp) / "memory.db"
         speed = build(path, items, args.single, args.batch)
         durable = durable_writes(Path(tmp), items[: args.durable_writes])
+        if args.optimize:
+            with MemoryStore(path) as store:
+                store.optimize()
         size = size_on_disk(path)
+        conn = sqlite3.connect(path)
+        text_segments = segments(conn)  # FTS5 segments a recall reads per query term
+        conn.close()
         with MemoryStore(path) as store:
             stats = store.stats(SCOPE)
             lexical = replace(
@@ -228,6 +236,7 @@ def main() -> int:
         f"{speed['batched_per_s']:.0f} memories/s, durable single {durable:.0f} memories/s"
     )
     print(f"size on disk: {size / 2**20:.1f} MiB ({size / args.memories:.0f} bytes/memory)")
+    print(f"text index segments{' (after optimize())' * args.optimize}: {text_segments}")
     for kind in query_sets:
         print(f"\nrecall latency, {kind} queries, {args.queries} x {args.rounds} rounds (ms):")
         base = statistics.median(latencies[(kind, "SQLite FTS5 alone (same file)")])

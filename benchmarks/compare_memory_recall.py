@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python benchmarks/compare_memory_recall.py dump OUT.json [--memories 10000]
+    .venv/bin/python benchmarks/compare_memory_recall.py dump OUT.json [--memories N] [--optimize]
     .venv/bin/python benchmarks/compare_memory_recall.py compare A.json B.json
 
 ``dump`` builds the benchmark's synthetic store (``bench_memory_latency.synthesize``) with
@@ -98,7 +98,7 @@ LEXICAL = replace(
 )  # fmt: skip
 
 
-def dump(out: Path, memories: int) -> int:
+def dump(out: Path, memories: int, optimize: bool = False) -> int:
     items, queries = synthesize(memories, 7)
     rng = random.Random(11)
     records: list[dict[str, Any]] = []
@@ -112,6 +112,8 @@ def dump(out: Path, memories: int) -> int:
             store.remember_many(
                 OTHER, [dict(i, content=i["content"] + " other") for i in items[:500]]
             )
+            if optimize:  # merged text indexes must give the very same recalls
+                store.optimize()
         clock.step = 3_600.0 * 7  # recalls days apart: decay and freshness differ per recall
         with MemoryStore(path, clock=clock, timer=lambda: 0.0) as store:
             configs = [
@@ -233,11 +235,14 @@ def main() -> int:
     d = sub.add_parser("dump")
     d.add_argument("out", type=Path)
     d.add_argument("--memories", type=int, default=10_000)
+    d.add_argument("--optimize", action="store_true", help="MemoryStore.optimize() after writing")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     args = parser.parse_args()
-    return dump(args.out, args.memories) if args.cmd == "dump" else compare(args.a, args.b)
+    if args.cmd == "dump":
+        return dump(args.out, args.memories, args.optimize)
+    return compare(args.a, args.b)
 
 
 if __name__ == "__main__":

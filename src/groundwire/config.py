@@ -1124,6 +1124,10 @@ MEMORY_STORE_BUSY_TIMEOUT_S: Final = 10.0
 #: default, each recall evicts what the next one needs and re-reads it from the OS. The
 #: cache grows only as pages are read.
 MEMORY_STORE_CACHE_KIB: Final = 65_536
+#: FTS5 automerge of the memory text indexes (FTS5's default 4): merging a level once it holds
+#: 2 segments keeps 10,000 memories in 5+4 segments, not 7+5 (-3.7 % instructions per recall,
+#: no measurable write cost).
+MEMORY_FTS_AUTOMERGE: Final = 2
 #: Memories one recall returns unless asked: a prompt's worth of remembered facts.
 MEMORY_RECALL_LIMIT: Final = 10
 #: Most memories one recall may return.

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from memory_helpers import ACME
 
+from groundwire.config import MEMORY_FTS_AUTOMERGE
 from groundwire.memory import MemoryScope, MemoryStore
+from groundwire.memory.compaction import TEXT_INDEXES
 from groundwire.memory.schema import LATEST_VERSION, MIGRATIONS, current_version, migrate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "memory"
@@ -193,3 +195,22 @@ def test_an_upgraded_store_runs_the_write_pipeline(tmp_path: Path, version: int)
         assert feedback == {"skipped": "feedback already applied"}
         assert weight == 1.0
         assert score == {"skipped": "the session is already scored"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_upgraded_fixture_merges_its_text_indexes_sooner(
+    tmp_path: Path, version: int
+) -> None:
+    path = tmp_path / "memory.db"
+    shutil.copy(FIXTURES / f"memory-v{version}.sqlite", path)
+    with MemoryStore(path) as store:
+        assert store.schema_version == LATEST_VERSION
+        for n in range(6):  # later writes keep merging, and recall finds them
+            store.remember(MemoryScope("t", "a"), f"automerge check {n} in Lisbon")
+        assert store.optimize()["after"]["memories_fts"] == 1
+    conn = sqlite3.connect(path)
+    for table in TEXT_INDEXES:
+        config = dict(conn.execute(f"SELECT k, v FROM {table}_config").fetchall())
+        assert config["automerge"] == MEMORY_FTS_AUTOMERGE
+        conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
+    conn.close()

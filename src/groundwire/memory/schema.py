@@ -18,6 +18,7 @@ import sqlite3
 import time
 from typing import Final
 
+from groundwire.config import MEMORY_FTS_AUTOMERGE
 from groundwire.errors import MemoryStoreError
 
 __all__ = ["LATEST_VERSION", "MIGRATIONS", "current_version", "migrate"]
@@ -325,12 +326,19 @@ _V4_ACCESS: Final[tuple[str, ...]] = (
     " INSERT INTO memory_access (seq, accessed_at) VALUES (new.seq, new.created_at); END",
 )
 
+# FTS5 keeps this in each index's own config table, so it holds for every connection.
+_V5_AUTOMERGE: Final[tuple[str, ...]] = tuple(
+    f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', {MEMORY_FTS_AUTOMERGE})"
+    for table in ("memories_fts", "memory_hints_fts")
+)
+
 #: Every migration, oldest first: (version, name, statements). Append only.
 MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
     (1, "memories, full-text index, embeddings, sessions", _V1_CORE),
     (2, "knowledge graph, attributes, hints, job queue, session scores", _V2_GRAPH),
     (3, "write pipeline: job results, model calls, proposals, audit, counters", _V3_PIPELINE),
     (4, "access times and counts in their own narrow table", _V4_ACCESS),
+    (5, "text indexes merge segments sooner (FTS5 automerge)", _V5_AUTOMERGE),
 )
 #: The version this code writes.
 LATEST_VERSION: Final = MIGRATIONS[-1][0]
