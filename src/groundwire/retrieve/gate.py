@@ -172,7 +172,7 @@ def noise_level(kb: KnowledgeBase, quantile: float) -> float:
 
 def measure_noise(kb: KnowledgeBase, quantile: float) -> float:
     """:func:`noise_level` computed afresh, not remembered (for throwaway snapshots)."""
-    best = _best_term_scores(kb)
+    best = kb.bm25.best_term_scores()
     level = 0.0
     if best.shape[0]:
         at = int(quantile * (best.shape[0] - 1))  # the lower of the two nearest ranks
@@ -183,16 +183,10 @@ def measure_noise(kb: KnowledgeBase, quantile: float) -> float:
 def noise_table(kb: KnowledgeBase, steps: int = 100) -> list[float]:
     """:func:`measure_noise` at the quantiles ``i / steps`` for ``i`` in ``0..steps`` (what a
     store without the snapshot's term rows, such as Milvus, records to gate with)."""
-    best = np.sort(_best_term_scores(kb))
+    best = np.sort(kb.bm25.best_term_scores())
     if not best.shape[0]:
         return [0.0] * (steps + 1)
     return [float(best[int(i / steps * (best.shape[0] - 1))]) for i in range(steps + 1)]
-
-
-def _best_term_scores(kb: KnowledgeBase) -> np.ndarray:
-    """The best score each indexed single term earns any document on its own (from the
-    segments of a delta index, never a compaction: ``LexicalReader.best_term_scores``)."""
-    return kb.bm25.best_term_scores()
 
 
 def _idf(n_docs: int, df: int) -> float:
