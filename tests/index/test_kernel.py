@@ -555,7 +555,7 @@ def test_bounds_are_clamped_to_the_arrays() -> None:
     assert _kernel.score_of([9], [12], docs, scores, 4) == 0.0
 
 
-# -- rows by term id and query word codes (ABI 2) ----------------------------------------------
+# -- rows by term id and query word codes (ABI 2; pruning: ABI 3) ----------------------------
 
 
 def test_the_loaded_library_has_the_expected_abi() -> None:
@@ -563,7 +563,7 @@ def test_the_loaded_library_has_the_expected_abi() -> None:
         pytest.skip(f"C kernel unavailable: {_kernel.unavailable_reason()}")
     library = _kernel._load()
     assert library is not None
-    assert library.lib.gw_abi_version() == _kernel_abi.ABI_VERSION == 2
+    assert library.lib.gw_abi_version() == _kernel_abi.ABI_VERSION == 3
 
 
 def test_a_library_of_another_abi_is_refused() -> None:
@@ -572,7 +572,7 @@ def test_a_library_of_another_abi_is_refused() -> None:
         return 1
 
     stale = SimpleNamespace(gw_abi_version=stale_version)
-    with pytest.raises(OSError, match="ABI version 1, expected 2: reinstall groundwire"):
+    with pytest.raises(OSError, match="ABI version 1, expected 3: reinstall groundwire"):
         _kernel._Library(stale)  # type: ignore[arg-type]
 
 

@@ -53,7 +53,7 @@
 #endif
 
 /* Bumped whenever a signature or a semantic changes; the loader refuses a stale library. */
-#define GW_ABI_VERSION 2
+#define GW_ABI_VERSION 3
 
 /* Scan acc densely when n_docs <= GW_DENSE_RATIO * postings (see step 2 above). */
 #define GW_DENSE_RATIO 4
@@ -367,7 +367,25 @@ typedef struct {
     int64_t *row_lo;             /* scratch for the rows' bounds */
     int64_t *row_hi;
     int64_t capacity;            /* of rows, row_lo and row_hi */
+    /* ABI 3: pruning (see _kernel_pruned.h), for rows given by id or by word codes. */
+    float *row_tops;             /* NULL, or n_terms remembered row tops (0 = unknown) */
+    int64_t prune;               /* GW_PRUNE_OFF, GW_PRUNE_AUTO or GW_PRUNE_ALWAYS */
 } gw_query;
+
+/* Offer s to the min-heap of the k best values so far (heap[0..n), the k-th best at the
+   root once full); returns the new n. */
+static inline int64_t gw_heap_offer(double *heap, int64_t n, int64_t k, double s) {
+    if (n < k) {
+        heap[n++] = s;
+        if (n == k) {
+            for (int64_t i = k / 2; i-- > 0;) gw_min_sift(heap, k, i);
+        }
+    } else if (s > heap[0]) {
+        heap[0] = s;
+        gw_min_sift(heap, k, 0);
+    }
+    return n;
+}
 
 /* The k-th best eligible positive sum among the documents in docs[start, end), or 0.0
    when fewer than k of them qualify. `heap` holds k doubles. */
@@ -381,16 +399,7 @@ static double gw_probe_row(const gw_query *q, int wide, int64_t k, int64_t start
         int64_t doc = gw_doc(q->docs, wide, j);
         if ((uint64_t)doc >= doc_end || (excluded != NULL && excluded[doc])) continue;
         double s = acc[doc];
-        if (!(s > 0.0)) continue; /* not a candidate (and a NaN would break the heap) */
-        if (n < k) {
-            heap[n++] = s;
-            if (n == k) {
-                for (int64_t i = k / 2; i-- > 0;) gw_min_sift(heap, k, i);
-            }
-        } else if (s > heap[0]) {
-            heap[0] = s;
-            gw_min_sift(heap, k, 0);
-        }
+        if (s > 0.0) n = gw_heap_offer(heap, n, k, s); /* (a NaN would break the heap) */
     }
     return n == k ? heap[0] : 0.0;
 }
@@ -427,6 +436,31 @@ static double gw_probe(const gw_query *q, int wide, int64_t k, double *heap) {
         if (kth > floor) floor = kth;
     }
     return floor;
+}
+
+/* Add postings [a, b) into q->acc, listing each document touched for the first time in
+   q->touched from position t on (branch-free: seen marks the listed ones); returns the new
+   length of the list. A document outside [0, n_docs) is skipped and sets *bad. */
+static inline int64_t gw_scatter(const gw_query *q, int wide, int64_t a, int64_t b, int64_t t,
+                                 int *bad) {
+    const void *docs = q->docs;
+    const double *scores = q->scores;
+    double *acc = q->acc;
+    uint8_t *seen = q->seen;
+    int64_t *touched = q->touched;
+    uint64_t doc_end = q->n_docs >= 0 ? (uint64_t)q->n_docs : UINT64_MAX;
+    for (int64_t j = a; j < b; j++) {
+        int64_t doc = gw_doc(docs, wide, j);
+        if ((uint64_t)doc >= doc_end) {
+            *bad = 1;
+            continue;
+        }
+        touched[t] = doc;
+        t += !seen[doc];
+        seen[doc] = 1;
+        acc[doc] += scores[j];
+    }
+    return t;
 }
 
 static inline int64_t gw_topk(const gw_query *q, int wide) {
@@ -521,17 +555,7 @@ static inline int64_t gw_topk(const gw_query *q, int wide) {
     int64_t n_touched = 0;
     for (int64_t r = 0; r < n_rows; r++) {
         int64_t a = lo[r] > 0 ? lo[r] : 0, b = limit >= 0 && hi[r] > limit ? limit : hi[r];
-        for (int64_t j = a; j < b; j++) {
-            int64_t doc = gw_doc(docs, wide, j);
-            if ((uint64_t)doc >= doc_end) {
-                bad = 1;
-                continue;
-            }
-            touched[n_touched] = doc;
-            n_touched += !seen[doc];
-            seen[doc] = 1;
-            acc[doc] += scores[j];
-        }
+        n_touched = gw_scatter(q, wide, a, b, n_touched, &bad);
     }
     if (bad) k = 0; /* still walk the list to clear the scratch */
     cand.floor = gw_probe(q, wide, k, q->out_scores);
@@ -570,6 +594,8 @@ static inline double gw_score(const int64_t *lo, const int64_t *hi, int64_t n_ro
     }
     return total;
 }
+
+#include "_kernel_pruned.h"
 
 /* The k best documents of one query (see gw_query), best first in out_docs/out_scores:
    the sums of the rows, added in row order like numpy's bincount, positive only, not
@@ -680,6 +706,18 @@ static int64_t gw_bounds(const gw_query *q, int64_t n, gw_query *out) {
     return 0;
 }
 
+/* gw_query_topk over rows whose ids are known: pruned when q->prune asks for it and the
+   query qualifies (a few rows, a bounded k, positive finite scores), identical results. */
+static int64_t gw_rows_topk(const gw_query *q) {
+    int64_t min_docs = q->prune == GW_PRUNE_ALWAYS ? 0 : GW_PRUNE_MIN_DOCS;
+    if (q->prune != GW_PRUNE_OFF && q->k >= 1 && q->k <= GW_PRUNE_MAX_K && q->n_rows >= 2 &&
+        q->n_rows <= GW_PRUNE_MAX_ROWS && q->n_docs >= min_docs) {
+        int64_t found = q->wide ? gw_topk_pruned(q, 1) : gw_topk_pruned(q, 0);
+        if (found != GW_UNPRUNABLE) return found;
+    }
+    return gw_query_topk(q);
+}
+
 /* Resolve q->codes into q->rows (see gw_resolve); returns how many, or an error. */
 GW_EXPORT int64_t gw_query_resolve(const gw_query *q) { return gw_resolve(q); }
 
@@ -690,7 +728,7 @@ GW_EXPORT int64_t gw_query_rows_topk(const gw_query *q) {
     if (q->n_rows > q->capacity) return GW_NO_ROOM;
     int64_t status = gw_bounds(q, q->n_rows > 0 ? q->n_rows : 0, &rows);
     if (status < 0) return status;
-    return gw_query_topk(&rows);
+    return gw_rows_topk(&rows);
 }
 
 /* gw_query_topk over the rows of the query word codes q->codes (see gw_resolve): a query
@@ -701,7 +739,7 @@ GW_EXPORT int64_t gw_query_codes_topk(const gw_query *q) {
     if (n < 0) return n;
     int64_t status = gw_bounds(q, n, &rows);
     if (status < 0) return status;
-    return gw_query_topk(&rows);
+    return gw_rows_topk(&rows);
 }
 
 /* The score of doc over the rows q->rows[0..n_rows) into *out (see gw_query_score_of);
@@ -740,22 +778,8 @@ GW_EXPORT int64_t gw_query_rows_scores(const gw_query *q, const int64_t *docs, i
         int64_t a = rows.lo[r] > 0 ? rows.lo[r] : 0;
         int64_t end = limit >= 0 && rows.hi[r] > limit ? limit : rows.hi[r];
         for (int64_t j = 0; j < count && a < end; j++) {
-            int64_t doc = docs[j], step = 1, b = a; /* gallop to a bracket, then bisect */
-            while (b < end && gw_doc(row_docs, wide, b) < doc) {
-                a = b + 1;
-                b += step;
-                step *= 2;
-            }
-            if (b > end) b = end;
-            while (a < b) {
-                int64_t mid = a + (b - a) / 2;
-                if (gw_doc(row_docs, wide, mid) < doc) {
-                    a = mid + 1;
-                } else {
-                    b = mid;
-                }
-            }
-            if (a < end && gw_doc(row_docs, wide, a) == doc) out[j] += rows.scores[a];
+            a = gw_gallop(row_docs, wide, a, end, docs[j]);
+            if (a < end && gw_doc(row_docs, wide, a) == docs[j]) out[j] += rows.scores[a];
         }
     }
     return 0;

@@ -40,6 +40,9 @@ from groundwire.index._kernel_abi import Query as _Query
 from groundwire.index._native import NativeLibrary
 
 __all__ = [
+    "PRUNE_ALWAYS",
+    "PRUNE_AUTO",
+    "PRUNE_OFF",
     "SKIP",
     "UNKNOWN",
     "BadDocumentError",
@@ -58,6 +61,9 @@ __all__ = [
 #: Query word codes (see :func:`top_codes`): a stop word, a word whose term is not indexed.
 SKIP = -1
 UNKNOWN = -2
+#: Pruning of an :class:`Index`'s queries (GW_PRUNE_* in _kernel_pruned.h): never, where
+#: it pays, or whenever the query qualifies (a few rows, k <= 1024).
+PRUNE_OFF, PRUNE_AUTO, PRUNE_ALWAYS = 0, 1, 2
 _BAD_DOC, _BAD_TERM, _NO_ROOM = -1, -2, -3  # GW_BAD_DOC, GW_BAD_TERM, GW_NO_ROOM
 _CACHE_LIMIT = 64  # arrays whose pointers are remembered: a handful of live indexes and masks
 
@@ -135,6 +141,11 @@ class Index:
     none when the index has no pairs. Raises TypeError or ValueError for arrays the kernel
     cannot read.
 
+    Queries over rows given by id or by word codes are pruned (MaxScore over the rows'
+    largest scores, ``_kernel_pruned.h``) where it pays (:data:`PRUNE_AUTO`), with results
+    identical to the unpruned kernel's: :data:`PRUNE_OFF` never prunes and
+    :data:`PRUNE_ALWAYS` prunes every query that qualifies (tests and measurements).
+
     It holds the arrays, so their addresses stay valid while it lives; a thread's scratch
     remembers it only by a token, so a dropped index is not kept alive.
     """
@@ -148,6 +159,9 @@ class Index:
         "n_terms",
         "pair_seconds_ptr",
         "pair_starts_ptr",
+        "prune",
+        "row_tops",
+        "row_tops_ptr",
         "rows",
         "token",
     )
@@ -161,6 +175,8 @@ class Index:
         n_single: int,
         pair_starts: npt.NDArray[np.int64],
         pair_seconds: npt.NDArray[np.int32],
+        *,
+        prune: int = PRUNE_AUTO,
     ) -> None:
         self.rows = _Rows(docs, scores)
         _check_vector("indptr", indptr, _INT64)
@@ -183,6 +199,13 @@ class Index:
         self.arrays = (indptr, docs, scores, pair_starts, pair_seconds)
         self.indptr_ptr = _address(indptr)
         self.n_terms, self.n_single, self.n_docs = n_terms, n_single, n_docs
+        # The tops of long rows, filled by the kernel as queries meet them (zeros from
+        # calloc: pages are only committed where a remembered row lies).
+        self.row_tops = np.zeros(n_terms, np.float32)
+        self.row_tops_ptr = _address(self.row_tops)
+        if prune not in (PRUNE_OFF, PRUNE_AUTO, PRUNE_ALWAYS):
+            raise ValueError(f"prune must be PRUNE_OFF, PRUNE_AUTO or PRUNE_ALWAYS, got {prune!r}")
+        self.prune = prune
         self.token = object()
 
 
@@ -269,6 +292,7 @@ class _Scratch:
         q.indptr, q.n_terms = index.indptr_ptr, index.n_terms
         q.pair_starts, q.pair_seconds = index.pair_starts_ptr, index.pair_seconds_ptr
         q.n_single, q.n_pairs = index.n_single, index.n_pairs
+        q.row_tops, q.prune = index.row_tops_ptr, index.prune
         self.set_docs(index.n_docs)
         self.source = index.token
 

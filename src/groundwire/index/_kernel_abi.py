@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 __all__ = ["ABI_VERSION", "Library", "Query", "function", "optional"]
 
-ABI_VERSION = 2  # GW_ABI_VERSION in _kernel.c
+ABI_VERSION = 3  # GW_ABI_VERSION in _kernel.c
 _P, _I64, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
 _F64P = ctypes.POINTER(ctypes.c_double)
 
@@ -49,6 +49,8 @@ class Query(ctypes.Structure):
         ("row_lo", _P),
         ("row_hi", _P),
         ("capacity", _I64),
+        ("row_tops", _P),
+        ("prune", _I64),
     ]
 
 
