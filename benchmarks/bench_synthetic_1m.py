@@ -17,7 +17,9 @@ Measures, in one process:
   RSS kept after it, and the LexicalIndex size (sum of its numpy arrays' ``nbytes``);
 * query latency p50/p90/p99 (median over ``--rounds`` interleaved rounds) of ``--queries``
   queries of 2-6 words from the same Zipf law, once without the 100 most frequent words
-  (like real queries) and once with them, top-10 ids, tokenization included;
+  (like real queries) and once with them, top-10 ids, tokenization included; beside it,
+  the same index through the kernel with pruning off (``--no-unpruned`` skips it), whose
+  results must be identical;
 * the same build time, memory and latency for bm25s (numpy backend, ``method="lucene"``,
   k1=1.5, b=0.75, Tokenizer with PyStemmer English and Lucene stop words, corpus = title +
   " " + body, ``n_threads=0``) and tantivy-py (``en_stem`` plus the same stop words, title
@@ -63,6 +65,7 @@ from _common import (
     source_state,
     versions,
 )
+from groundwire.index import _kernel
 from groundwire.index.update import compact
 
 REPO = Path(__file__).resolve().parents[1]
@@ -371,6 +374,25 @@ def search_ids(kb: Any, query: str) -> list[str]:
     return [hit.id for hit in kb.search(query, k=K)]
 
 
+def kernel_variant(kb: Any, prune: int) -> Callable[[str], list[str]]:
+    """``search_ids`` on ``kb`` through a kernel view of its arrays with the given pruning
+    mode (``_kernel.PRUNE_*``): installed on the index before each query if another view
+    is there, so two variants can take turns on one index (once per round of queries)."""
+    lexical = kb._lexical
+    base = lexical._kernel_index()
+    indptr, docs, scores, starts, seconds = base.arrays
+    view = _kernel.Index(
+        indptr, docs, scores, base.n_docs, base.n_single, starts, seconds, prune=prune
+    )
+
+    def search(query: str) -> list[str]:
+        if lexical._native is not view:
+            object.__setattr__(lexical, "_native", view)
+        return search_ids(kb, query)
+
+    return search
+
+
 def search_cold(kb: Any, query: str) -> list[str]:
     """``search_ids`` on a delta index with its caches of scored rows emptied first, so
     every query row is rescored (the first time a query's terms are seen)."""
@@ -416,6 +438,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-bm25s", action="store_true", help="skip bm25s")
     parser.add_argument("--no-tantivy", action="store_true", help="skip tantivy")
     parser.add_argument("--no-split", action="store_true", help="skip the build-time split")
+    parser.add_argument(
+        "--no-unpruned",
+        action="store_true",
+        help="skip timing groundwire's unpruned kernel beside the default (pruned) one",
+    )
     parser.add_argument(
         "--no-update", action="store_true", help="skip the incremental update timings"
     )
@@ -525,6 +552,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             ("with frequent words", queries_all),
         ):
             systems = [System(b.name, b.search, queries) for b in builds]
+            if not args.no_unpruned:  # the same index through the kernel without pruning
+                systems[0] = System(gw.name, kernel_variant(kb, _kernel.PRUNE_AUTO), queries)
+                unpruned = kernel_variant(kb, _kernel.PRUNE_OFF)
+                systems.insert(1, System("groundwire, unpruned kernel", unpruned, queries))
             if delta_kb is not None:  # the same queries after adding 1% (a delta segment)
                 delta_search = partial(search_ids, delta_kb)
                 subset = queries[: args.delta_queries]
@@ -535,6 +566,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             for s in systems[1:]:
                 shared = overlap(ranked[s.name], ranked[gw.name][: len(s.queries)])
                 s.note = f"top-10 overlap with groundwire {shared:.2f}"
+                if s.name == "groundwire, unpruned kernel":
+                    same = ranked[s.name] == ranked[gw.name]
+                    s.note = "same ids, same order" if same else "DIFFERENT RESULTS (a bug)"
             print(f"queries {label}:", file=sys.stderr)
             run_rounds(systems, args.rounds)
             if delta_kb is not None:
