@@ -152,7 +152,7 @@ def test_a_damaged_snapshot_is_one_error_line(handbook_snapshot: str, tmp_path: 
     for args in (("search", "api key"), ("ground", "api key"), ("validate",)):
         result = run(args[0], str(damaged), *args[1:])
         assert result.exit_code == 1, args
-        assert "does not match its BLAKE3 digest" in one_error_line(result)
+        assert "does not match its XXH3-128 check" in one_error_line(result)
     state = run_json("status", str(damaged), code=1)
     assert state["ready"] is False
     assert "IndexFormatError" in state["last_error"]

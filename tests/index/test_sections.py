@@ -82,7 +82,7 @@ def test_a_damaged_section_file_is_refused(saved: Path) -> None:
     data = bytearray(path.read_bytes())
     data[-1] ^= 0x01
     path.write_bytes(bytes(data))
-    with pytest.raises(IndexFormatError, match="does not match its BLAKE3 digest"):
+    with pytest.raises(IndexFormatError, match="does not match its XXH3-128 check"):
         KnowledgeBase.load(saved)
     path.write_bytes(bytes(data[:-4]))
     with pytest.raises(IndexFormatError, match="the manifest says"):

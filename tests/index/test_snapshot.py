@@ -126,10 +126,12 @@ def replace_file(path: Path, logical: str, data: bytes) -> None:
     manifest = manifest_of(path)
     entry = records(manifest)[logical]
     old = path / entry["file"]
-    digest, _ = digests.of_chunks([data], digests.split(entry["digest"])[0])
+    digest, _, check = digests.of_chunks([data], digests.split(entry["digest"])[0])
     name = entry["file"].rsplit(".", 2)
     short = digests.split(digest)[1][:12]
     entry.update(file=f"{name[0]}.{short}.{name[2]}", digest=digest, bytes=len(data))
+    if "check" in entry:  # a consistent rewrite: the check follows the bytes too
+        entry["check"] = check
     old.unlink()
     (path / entry["file"]).write_bytes(data)
     write_manifest(path, manifest)
@@ -376,7 +378,7 @@ def test_a_flipped_byte_is_rejected(small_snapshot: Path, logical: str) -> None:
         return
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
-    with pytest.raises(IndexFormatError, match="does not match its BLAKE3 digest"):
+    with pytest.raises(IndexFormatError, match="does not match its XXH3-128 check"):
         KnowledgeBase.load(small_snapshot)
 
 
@@ -418,7 +420,7 @@ def test_swapped_files_of_equal_size_are_caught_by_the_checksum(small_snapshot: 
     a = small_snapshot / files["active"]["file"]
     b = small_snapshot / files["universal"]["file"]
     a.write_bytes(b"\x93NUMPY" + a.read_bytes()[6:-1] + b"\x00")  # same size, other content
-    with pytest.raises(IndexFormatError, match="BLAKE3"):
+    with pytest.raises(IndexFormatError, match="XXH3-128 check"):
         KnowledgeBase.load(small_snapshot)
     assert b.exists()
 
@@ -614,7 +616,7 @@ def test_manifest_mode_checks_structure_but_not_content(small_snapshot: Path) ->
     data[-1] ^= 0x01
     path.write_bytes(bytes(data))
     KnowledgeBase.load(small_snapshot, verify="manifest")
-    with pytest.raises(IndexFormatError, match="BLAKE3"):
+    with pytest.raises(IndexFormatError, match="XXH3-128 check"):
         KnowledgeBase.load(small_snapshot, verify="full")
 
 
@@ -728,7 +730,7 @@ def test_a_write_that_fails_validation_is_not_installed(
         return table
 
     monkeypatch.setattr(storage, "write_files", corrupting)
-    with pytest.raises(IndexFormatError, match="BLAKE3"):
+    with pytest.raises(IndexFormatError, match="XXH3-128 check"):
         KnowledgeBase.from_documents(documents()).save(path)
     assert len(KnowledgeBase.load(path)) == 2
     assert not [n for n in names(path) if n.startswith(".tmp-")]

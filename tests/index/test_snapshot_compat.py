@@ -28,6 +28,7 @@ from groundwire import (
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "snapshot-v1"
 FIXTURE_V2 = FIXTURE.with_name("snapshot-v2")
 FIXTURE_V3 = FIXTURE.with_name("snapshot-v3")
+FIXTURE_V3_CHECKS = FIXTURE.with_name("snapshot-v3-checks")
 QUERY = "how do I water drip lines in the morning"
 #: Printed by make_snapshot_v1.py when the fixture was written.
 EXPECTED = [
@@ -194,14 +195,34 @@ def test_a_v2_snapshot_saves_as_v3_byte_for_byte_but_blake3_named(
         assert (tmp_path / "upgraded" / name).read_bytes() == (FIXTURE_V3 / name).read_bytes()
 
 
+def test_the_v3_fixture_with_checks_holds_the_same_files_and_answers_alike(
+    fixture_v3: KnowledgeBase,
+) -> None:
+    """Records with an XXH3-128 check beside the BLAKE3 digest (this writer's): the same
+    files as snapshot-v3 (only the manifest differs), verified by their checks."""
+    manifest = json.loads((FIXTURE_V3_CHECKS / "manifest.json").read_text(encoding="utf-8"))
+    records = [*manifest["files"].values(), *manifest["segments"][0]["files"].values()]
+    records += manifest["segments"][0]["sections"]["probe"]["files"].values()
+    assert len(records) == 51
+    assert all(record["check"].startswith("xxh3-128:") for record in records)
+    for path in FIXTURE_V3_CHECKS.glob("*.*.*"):
+        assert path.read_bytes() == (FIXTURE_V3 / path.name).read_bytes()
+    checked = KnowledgeBase.load(FIXTURE_V3_CHECKS, SOURCE_HASH_V2, verify="full")
+    for query in (QUERY, "greenfly", "frost bot"):
+        for a, b in zip(fixture_v3.search(query, 10), checked.search(query, 10), strict=True):
+            assert (a.id, a.score) == (b.id, b.score)
+    assert checked.entries == fixture_v3.entries
+
+
 @pytest.mark.parametrize(
     ("folder", "pattern", "digest"),
     [
-        (FIXTURE, "lexical.scores.*.npy", "SHA-256"),
-        (FIXTURE_V2, "section.probe.matrix.*.npy", "SHA-256"),
-        (FIXTURE_V3, "lexical.scores.*.npy", "BLAKE3"),
+        (FIXTURE, "lexical.scores.*.npy", "SHA-256 digest"),
+        (FIXTURE_V2, "section.probe.matrix.*.npy", "SHA-256 digest"),
+        (FIXTURE_V3, "lexical.scores.*.npy", "BLAKE3 digest"),
+        (FIXTURE_V3_CHECKS, "lexical.scores.*.npy", "XXH3-128 check"),
     ],
-    ids=["v1", "v2", "v3"],
+    ids=["v1", "v2", "v3", "v3-checks"],
 )
 def test_a_copy_with_one_changed_byte_is_refused(
     tmp_path: Path, folder: Path, pattern: str, digest: str
@@ -212,5 +233,5 @@ def test_a_copy_with_one_changed_byte_is_refused(
     data = bytearray(victim.read_bytes())
     data[-3] ^= 0x10
     victim.write_bytes(bytes(data))
-    with pytest.raises(IndexFormatError, match=f"does not match its {digest} digest"):
+    with pytest.raises(IndexFormatError, match=f"does not match its {digest}"):
         KnowledgeBase.load(copy)

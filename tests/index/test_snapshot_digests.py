@@ -1,9 +1,11 @@
 """Format 3: every file record names its digest algorithm (``store/digests.py``).
 
 New files are BLAKE3; a snapshot may mix them with SHA-256 records (files kept from a
-version-2 snapshot), each verified with its own algorithm. Unknown algorithms, malformed
-records and a missing ``blake3`` package are refused clearly; nothing is left unhashed
-by a full load.
+version-2 snapshot), each verified with its own algorithm. Records written now also hold
+an XXH3-128 check, which a full load verifies instead of the digest; a record without
+one (or with one this groundwire does not know) is verified by its digest. Unknown
+algorithms, malformed records and a missing ``blake3`` package are refused clearly;
+nothing is left unhashed by a full load.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import xxhash
 from tests.index.test_snapshot import manifest_of, write_manifest
 
 from groundwire import IndexFormatError, KnowledgeBase
@@ -53,6 +56,7 @@ def _as_sha256(path: Path, manifest: dict[str, Any], logical: str) -> Path:
     name = f"{stem}.{hex_digest[:12]}.{ext}"
     (path / record["file"]).rename(path / name)
     record.update(file=name, digest=f"sha256:{hex_digest}")
+    record.pop("check", None)
     return path / name
 
 
@@ -75,17 +79,85 @@ def test_files_hashed_with_either_algorithm_load_and_answer_alike(snapshot: Path
 
 
 @pytest.mark.parametrize(
-    ("logical", "label"), [("lexical.scores", "SHA-256"), ("lexical.docs", "BLAKE3")]
+    ("logical", "label"),
+    [
+        ("lexical.scores", "SHA-256 digest"),
+        ("lexical.docs", "XXH3-128 check"),
+        ("entries", "BLAKE3 digest"),
+    ],
 )
 def test_damage_is_refused_under_each_files_own_algorithm(
     snapshot: Path, logical: str, label: str
 ) -> None:
     manifest = manifest_of(snapshot)
     _as_sha256(snapshot, manifest, "lexical.scores")
+    _segment_files(manifest)["entries"].pop("check")  # verified by its BLAKE3 digest
     _seal(snapshot, manifest)
     _flip_last_byte(snapshot / _segment_files(manifest)[logical]["file"])
-    with pytest.raises(IndexFormatError, match=f"does not match its {label} digest"):
+    with pytest.raises(IndexFormatError, match=f"does not match its {label}"):
         KnowledgeBase.load(snapshot)
+
+
+def test_new_records_hold_a_check_of_the_same_bytes(snapshot: Path) -> None:
+    records = _segment_files(manifest_of(snapshot)).values()
+    for record in records:
+        data = (snapshot / record["file"]).read_bytes()
+        assert record["check"] == "xxh3-128:" + xxhash.xxh3_128(data).hexdigest()
+        assert digests.split(record["digest"])[0] == "blake3"
+
+
+@pytest.mark.parametrize(
+    "check",
+    ["xxh3-128:" + "0" * 31, "xxh3-128:" + "0" * 32 + "\n", "XXH3-128:" + "0" * 32, 12, ""],
+)
+@pytest.mark.parametrize("verify", ["full", "manifest"])
+def test_a_malformed_check_is_refused_in_both_modes(
+    snapshot: Path, check: object, verify: str
+) -> None:
+    manifest = manifest_of(snapshot)
+    _segment_files(manifest)["lexical.docs"]["check"] = check
+    _seal(snapshot, manifest)
+    with pytest.raises(IndexFormatError, match=r"bad check for 'lexical\.docs'"):
+        KnowledgeBase.load(snapshot, verify=verify)  # type: ignore[arg-type]
+
+
+def test_a_check_of_another_algorithm_is_skipped_for_the_digest(snapshot: Path) -> None:
+    """A check this groundwire does not know (a later writer's) is not trusted and not
+    refused: the file is verified by its digest, and damage is still found."""
+    manifest = manifest_of(snapshot)
+    record = _segment_files(manifest)["lexical.docs"]
+    record["check"] = "xxh4-256:" + "ab" * 32
+    _seal(snapshot, manifest)
+    assert len(KnowledgeBase.load(snapshot)) == 30
+    checksums.forget_verdicts()
+    _flip_last_byte(snapshot / record["file"])
+    with pytest.raises(IndexFormatError, match="does not match its BLAKE3 digest"):
+        KnowledgeBase.load(snapshot)
+
+
+def test_a_wrong_check_is_refused(snapshot: Path) -> None:
+    manifest = manifest_of(snapshot)
+    _segment_files(manifest)["lexical.docs"]["check"] = "xxh3-128:" + "0" * 32
+    _seal(snapshot, manifest)
+    with pytest.raises(IndexFormatError, match="does not match its XXH3-128 check"):
+        KnowledgeBase.load(snapshot)
+
+
+def test_without_the_xxhash_package_files_are_verified_by_their_digests(
+    snapshot: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(digests, "_xxh3", None)
+    assert len(KnowledgeBase.load(snapshot)) == 30
+    checksums.forget_verdicts()
+    _flip_last_byte(snapshot / _segment_files(manifest_of(snapshot))["lexical.docs"]["file"])
+    with pytest.raises(IndexFormatError, match="does not match its BLAKE3 digest"):
+        KnowledgeBase.load(snapshot)
+    path = tmp_path / "plain"
+    KnowledgeBase.from_documents(DOCS).save(path)  # written without checks
+    assert all("check" not in r for r in _segment_files(manifest_of(path)).values())
+    monkeypatch.undo()
+    checksums.forget_verdicts()
+    assert len(KnowledgeBase.load(path)) == 30
 
 
 def test_a_sha256_digest_recorded_as_blake3_is_refused(snapshot: Path) -> None:
@@ -146,7 +218,14 @@ def test_a_version_2_manifest_keeps_its_rules(tmp_path: Path) -> None:
 def test_without_the_blake3_package_a_full_load_refuses_with_an_install_hint(
     snapshot: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Records with checks are verified by them (no BLAKE3 needed); one without a check
+    needs its digest's package."""
     monkeypatch.setattr(digests, "_blake3", None)
+    assert len(KnowledgeBase.load(snapshot)) == 30
+    checksums.forget_verdicts()
+    manifest = manifest_of(snapshot)
+    _segment_files(manifest)["lexical.docs"].pop("check")
+    _seal(snapshot, manifest)
     with pytest.raises(IndexFormatError, match=r"needs the 'blake3' package.*pip install blake3"):
         KnowledgeBase.load(snapshot)
     assert len(KnowledgeBase.load(snapshot, verify="manifest")) == 30  # asked not to hash
@@ -179,6 +258,7 @@ def test_verdicts_are_remembered_per_algorithm(snapshot: Path) -> None:
     manifest = manifest_of(snapshot)
     record = _segment_files(manifest)["lexical.scores"]
     record["digest"] = "sha256:" + record["digest"].partition(":")[2]  # same name, wrong hex
+    record.pop("check")  # else the check is what a load verifies
     write_manifest(snapshot, manifest)
     with pytest.raises(IndexFormatError, match="does not match its SHA-256 digest"):
         KnowledgeBase.load(snapshot)  # verdicts kept: the file is hashed again, with SHA-256
@@ -197,6 +277,20 @@ def test_damage_is_refused_whichever_thread_hashes_the_file(
     assert len(KnowledgeBase.load(snapshot)) == 30
     checksums.forget_verdicts()
     _flip_last_byte(snapshot / _segment_files(manifest)[logical]["file"])
+    with pytest.raises(IndexFormatError, match="does not match its XXH3-128 check"):
+        KnowledgeBase.load(snapshot)
+
+
+def test_a_check_verdict_vouches_only_for_its_own_record(snapshot: Path) -> None:
+    """A file verified by its check is remembered for that (digest, check) record: a record
+    of the same file whose digest was changed is hashed again, by that digest."""
+    KnowledgeBase.load(snapshot)
+    manifest = manifest_of(snapshot)
+    record = _segment_files(manifest)["lexical.scores"]
+    hex_digest = record["digest"].partition(":")[2]
+    record["digest"] = "blake3:" + hex_digest[:12] + "0" * 52  # same name, wrong digest
+    record.pop("check")
+    write_manifest(snapshot, manifest)
     with pytest.raises(IndexFormatError, match="does not match its BLAKE3 digest"):
         KnowledgeBase.load(snapshot)
 

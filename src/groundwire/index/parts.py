@@ -83,7 +83,7 @@ class SnapshotSection:
 
 
 #: One file of a snapshot as its manifest lists it: name, digest, bytes, dtype, shape.
-StoredFile = tuple[str, str, int, str | None, tuple[int, ...] | None]
+StoredFile = tuple[str, str, int, str | None, tuple[int, ...] | None, str | None]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

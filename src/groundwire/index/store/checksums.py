@@ -1,7 +1,12 @@
 """File checksums for loads: hashed on background threads, verdicts remembered per process.
 
-Each file is hashed with the algorithm its record names (``digests.py``: BLAKE3, or
-SHA-256 for files of older snapshots). Both release the GIL, so files are hashed on a
+Each file is hashed with its record's check when it has one this process can compute
+(XXH3-128, ``digests.py``), else with the algorithm its digest names (BLAKE3, or SHA-256
+for files of older snapshots). A verdict is remembered for the record it was checked
+against: one by the digest vouches for any record of that digest, one by a check for the
+same (digest, check) only, so a writer reusing a loaded file with its record
+(:func:`holds`) does not hash it again, and a record whose digest was changed is not
+taken on the word of an earlier check. Both release the GIL, so files are hashed on a
 small shared pool while the loader maps them and checks their bounds. A file's verdict
 is remembered per process by its identity (device, inode, size, mtime and ctime in ns)
 and its digest: snapshot files are content-addressed and never rewritten, and any write
@@ -87,38 +92,43 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
-def _verified(item: storage.OpenedFile, digest: str) -> bool:
+def _verified(item: storage.OpenedFile, digest: str, check: str | None) -> bool:
+    """Whether this file was verified against this record before: a verdict by its digest
+    vouches for any record of that digest, one by its check for the same (digest, check)."""
     with _VERDICTS_LOCK:
-        return (*item.identity, digest) in _VERDICTS
+        return (*item.identity, digest, None) in _VERDICTS or (
+            check is not None and (*item.identity, digest, check) in _VERDICTS
+        )
 
 
-def _remember(item: storage.OpenedFile, digest: str) -> None:
+def _remember(item: storage.OpenedFile, digest: str, check: str | None) -> None:
     # The identity is re-read after hashing: a write during it would have changed it.
     if storage.identity_of(os.fstat(item.fd)) != item.identity:
         return
     with _VERDICTS_LOCK:
-        _VERDICTS[(*item.identity, digest)] = None
+        _VERDICTS[(*item.identity, digest, check)] = None
         while len(_VERDICTS) > _VERDICTS_LIMIT:
             _VERDICTS.popitem(last=False)
 
 
-def holds(dir_fd: int, name: str, digest: str, size: int) -> bool:
+def holds(dir_fd: int, name: str, digest: str, size: int, check: str | None = None) -> bool:
     """Whether the folder ``dir_fd`` holds ``name`` with exactly these bytes: verified by
-    this process before (same identity, no read) or hashed now. A writer reuses such a
-    file instead of writing it again."""
+    this process against this record before (same identity, no read) or hashed now with
+    the digest (the content address). A writer reuses such a file instead of writing it
+    again."""
     try:
         item = storage.open_file(dir_fd, name, size, size, name)
     except (OSError, IndexFormatError):
         return False
     try:
-        if _verified(item, digest):
+        if _verified(item, digest, check):
             return True
         try:
             if digests.of_file(item.fd, None, digests.split(digest)[0]) != digest:
                 return False
         except (IndexFormatError, ValueError):  # an algorithm this process cannot run
             return False
-        _remember(item, digest)
+        _remember(item, digest, None)
         return True
     finally:
         item.close()
@@ -131,12 +141,19 @@ def forget_verdicts() -> None:
         _PROVEN.clear()
 
 
+def _expected(entry: TableEntry) -> str:
+    """What a full load verifies a file against: its check when usable, else its digest."""
+    return entry[5] or entry[1]
+
+
 def snapshot_key(
     manifest: bytes, opened: dict[str, storage.OpenedFile], table: Table
 ) -> tuple[Any, ...]:
     """What a fully verified load proved: the manifest's SHA-256 and every file's identity
     and digest (as opened now)."""
-    files = tuple(sorted((k, *item.identity, table[k][1]) for k, item in opened.items()))
+    files = tuple(
+        sorted((k, *item.identity, table[k][1], table[k][5] or "") for k, item in opened.items())
+    )
     return (hashlib.sha256(manifest).digest(), files)
 
 
@@ -160,15 +177,16 @@ def remember_proven(key: tuple[Any, ...], opened: dict[str, storage.OpenedFile])
 def hash_all(
     opened: dict[str, storage.OpenedFile], table: Table, where: str
 ) -> dict[str, Future[str]]:
-    """Start hashing every file not verified before, each with its recorded algorithm:
+    """Start hashing every file not verified before, each with its check or its digest's
+    algorithm (see the module docstring):
     the large ones on the shared threads, largest first; the small ones (all of them when
     there is little to hash) when :func:`check` asks. Refuses (before hashing anything)
     when an algorithm's package is missing."""
     items = sorted(
-        ((k, v) for k, v in opened.items() if not _verified(v, table[k][1])),
+        ((k, v) for k, v in opened.items() if not _verified(v, table[k][1], table[k][5])),
         key=lambda item: -item[1].size,
     )
-    algorithms = {logical: digests.split(table[logical][1])[0] for logical, _ in items}
+    algorithms = {logical: digests.split(_expected(table[logical]))[0] for logical, _ in items}
     for algorithm in sorted(set(algorithms.values())):
         digests.require(algorithm, where)
     threaded = sum(item.size for _, item in items) > _PARALLEL_HASH_BYTES
@@ -217,10 +235,12 @@ def check(
     where: str,
 ) -> None:
     for logical, digest in pending.items():
-        expected = table[logical][1]
+        entry = table[logical]
+        expected = _expected(entry)
         if digest.result() != expected:
+            kind = "check" if entry[5] else "digest"
             raise IndexFormatError(
-                f"{where}: {table[logical][0]} does not match its {digests.label(expected)} "
-                "digest (the file was modified or damaged); rebuild the snapshot"
+                f"{where}: {entry[0]} does not match its {digests.label(expected)} {kind} "
+                "(the file was modified or damaged); rebuild the snapshot"
             )
-        _remember(opened[logical], expected)
+        _remember(opened[logical], entry[1], entry[5])

@@ -81,7 +81,8 @@ _HEX_DIGEST = re.compile("[0-9a-f]{64}")  # fullmatch: no trailing newline slips
 _INT32_END = 2**31  # no int32 value reaches it: "no upper bound" for the C row check
 FileSpec = tuple[str, str | None]  # extension, dtype (None: raw bytes or JSON)
 #: name, digest (``<algorithm>:<hex>``, every version), bytes, dtype, shape
-TableEntry = tuple[str, str, int, str | None, tuple[int, ...] | None]
+#: A file record: name, digest, bytes, dtype and shape (arrays), check (see digests.py).
+TableEntry = tuple[str, str, int, str | None, tuple[int, ...] | None, str | None]
 
 #: Analyzed at save and load: a different stemmer, stop list or normalization at load
 #: would silently mismatch the index, so the token streams must agree.
@@ -206,10 +207,11 @@ def counts_of(data: Any, names: tuple[str, ...], where: str) -> dict[str, int]:
 def file_entry(
     item: Any, logical: str, spec: FileSpec, digest_key: str, where: str, *, plain: bool = False
 ) -> TableEntry:
-    """One validated file record: (file name, digest, bytes, dtype, shape).
+    """One validated file record: (file name, digest, bytes, dtype, shape, check).
 
     The record's digest is ``<algorithm>:<hex>`` (version 3), or with ``plain`` the bare
-    hex of a SHA-256 (versions 1 and 2); the entry holds it as ``<algorithm>:<hex>``."""
+    hex of a SHA-256 (versions 1 and 2); the entry holds it as ``<algorithm>:<hex>``. The
+    check is the record's fast check when this groundwire can verify it, else None."""
     ext, dtype = spec
     value = item.get(digest_key) if isinstance(item, dict) else None
     size = item.get("bytes") if isinstance(item, dict) else None
@@ -229,7 +231,8 @@ def file_entry(
         or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
     ):
         raise IndexFormatError(f"{where}: bad shape for {logical!r}")
-    return (name, digest, size, dtype, tuple(shape) if dtype is not None else None)
+    check = None if plain else digests.check_of(item, where, logical)
+    return (name, digest, size, dtype, tuple(shape) if dtype is not None else None, check)
 
 
 def file_table(

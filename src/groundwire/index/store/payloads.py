@@ -205,13 +205,13 @@ def _base(stored: StoredSegment) -> tuple[dict[str, Any], list[storage.Payload]]
     """The base segment's record and files: known by name and digest (reused where the
     target holds them), their content the mapped arrays (written where it does not)."""
     payloads = []
-    for logical, (name, digest, size, dtype, _) in stored.files.items():
+    for logical, (name, digest, size, dtype, _, check) in stored.files.items():
         data = stored.arrays[logical]
         if dtype is not None:
             payload = _array(logical, data, dtype)
         else:
             payload = _blob(logical, data, name.rsplit(".", 1)[1])
-        known = (name, digest, size)
+        known = (name, digest, size, check)
         payloads.append(dataclasses.replace(payload, known=known, slot=f"base/{logical}"))
     return dict(stored.record), payloads
 
@@ -407,4 +407,6 @@ def _digest_record(item: dict[str, Any]) -> dict[str, Any]:
     record = {"file": item["file"], "digest": item["digest"], "bytes": item["bytes"]}
     if "dtype" in item:
         record["dtype"], record["shape"] = item["dtype"], item["shape"]
+    if "check" in item:
+        record["check"] = item["check"]
     return record

@@ -101,7 +101,7 @@ def _open_all(
     """Open and size-check every listed file (the caller closes them)."""
     opened: dict[str, storage.OpenedFile] = {}
     try:
-        for logical, (name, _, size, _, _) in table.items():
+        for logical, (name, _, size, _, _, _) in table.items():
             try:
                 opened[logical] = storage.open_file(dir_fd, name, size, limits.array_bytes, where)
             except FileNotFoundError as exc:
@@ -126,7 +126,7 @@ def _read_all(
     """
     out: dict[str, Any] = {}
     for logical, item in opened.items():
-        name, _, _, dtype, shape = table[logical]
+        name, _, _, dtype, shape, _ = table[logical]
         if name.endswith(".json"):
             out[logical] = loads_bounded(os.pread(item.fd, item.size, 0), f"{where}: {name}")
             continue

@@ -334,7 +334,8 @@ def stored_segment(
         digest = str(item["digest"])
         if ":" not in digest:  # version 2: a bare SHA-256
             digest = digests.tagged(digests.SHA256, digest)
-        files[logical] = (item["file"], digest, int(item["bytes"]), dtype, shape)
+        check = digests.check_of(item, "", logical)  # validated when the table was read
+        files[logical] = (item["file"], digest, int(item["bytes"]), dtype, shape, check)
     base = {k: v for k, v in record.items() if k in ("counts", "stats")}
     return StoredSegment(lexical, entries, base, files, {k: seg[k] for k in wanted})
 

@@ -102,14 +102,14 @@ class Payload:
     chunks: Sequence[Any]  # bytes-like objects (bytes, memoryviews of arrays)
     dtype: str | None = None
     shape: tuple[int, ...] | None = None
-    #: The file name, digest and size this content had when it was read (a reused file).
-    known: tuple[str, str, int] | None = None
+    #: The file name, digest, size and check this content had when read (a reused file).
+    known: tuple[str, str, int, str | None] | None = None
     #: The key of its record in the table :func:`write_files` returns (default: logical).
     slot: str | None = None
 
-    def digest(self) -> tuple[str, int]:
-        """The recorded digest (``<algorithm>:<hex>``, see ``digests.py``) and the size in
-        bytes of the content."""
+    def digest(self) -> tuple[str, int, str | None]:
+        """The recorded digest (``<algorithm>:<hex>``, see ``digests.py``), the size in
+        bytes and the check of the content."""
         return digests.of_chunks(self.chunks)
 
 
@@ -140,17 +140,17 @@ def fsync_dir(path: Path) -> None:
 def write_files(
     folder: Path,
     payloads: Sequence[Payload],
-    reuse: Callable[[str, str, int], bool] | None = None,
+    reuse: Callable[[str, str, int, str | None], bool] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Write every payload into ``folder`` under its content-addressed name (fsynced),
-    except those ``reuse(name, digest, size)`` says are already where they go (marked
+    except those ``reuse(name, digest, size, check)`` says are already where they go (marked
     ``reused``) and names written once already (same name, same bytes).
 
     Digests, writes and fsyncs run on a few threads (hashing, ``write(2)`` and
     ``fsync(2)`` release the GIL): a save's files are hashed and made durable side by
     side instead of one after the other. Returns the manifest's ``files`` table: slot
-    (logical name) → file, digest (``<algorithm>:<hex>``), bytes (and dtype/shape for
-    arrays).
+    (logical name) → file, digest (``<algorithm>:<hex>``), bytes, dtype/shape for arrays
+    and the check (see ``digests.py``) when one was computed or known.
     """
     table: dict[str, dict[str, Any]] = {}
     done: dict[str, bool] = {}  # name → reused
@@ -166,18 +166,20 @@ def write_files(
             for at, payload in enumerate(payloads):
                 known = payload.known
                 if known is not None and known[0] in done:
-                    name, digest, size = known
+                    name, digest, size, check = known
                 elif known is not None and reuse is not None and reuse(*known):
-                    name, digest, size = known
+                    name, digest, size, check = known
                     done[name] = True
                 else:
-                    digest, size = hashed[at].result() if at in hashed else payload.digest()
+                    digest, size, check = hashed[at].result() if at in hashed else payload.digest()
                     name = f"{payload.logical}.{digests.split(digest)[1][:12]}.{payload.ext}"
                     if name not in done:
-                        done[name] = reuse is not None and reuse(name, digest, size)
+                        done[name] = reuse is not None and reuse(name, digest, size, check)
                         if not done[name]:
                             writes.append(pool.submit(_write_file, dir_fd, name, payload.chunks))
                 entry: dict[str, Any] = {"file": name, "digest": digest, "bytes": size}
+                if check is not None:
+                    entry["check"] = check
                 if done[name]:
                     entry["reused"] = True
                 if payload.dtype is not None and payload.shape is not None:
