@@ -228,8 +228,10 @@ def test_from_snapshot_serves_the_saved_vectors(
     embedder = Counting()
     gw.VectorIndex.build(kb, embedder).save(vectors_path(path))
     assert embedder.documents == len(kb)
-    config = GroundingConfig(
-        retrieval=RetrievalConfig(hybrid=HybridSettings(mode="hybrid")), embedder=embedder
+    config = GroundingConfig(  # a deadline no loaded test machine misses (not under test)
+        retrieval=RetrievalConfig(hybrid=HybridSettings(mode="hybrid")),
+        embedder=embedder,
+        timeout_ms=60_000,
     )
     with GroundingEngine.from_snapshot(path, config) as engine:
         assert embedder.documents == len(kb)  # read, not embedded again
@@ -238,7 +240,9 @@ def test_from_snapshot_serves_the_saved_vectors(
         assert channels["used"] == "hybrid"
     other = Counting(32)  # another model: the saved vectors do not fit, so it embeds
     config = GroundingConfig(
-        retrieval=RetrievalConfig(hybrid=HybridSettings(mode="hybrid")), embedder=other
+        retrieval=RetrievalConfig(hybrid=HybridSettings(mode="hybrid")),
+        embedder=other,
+        timeout_ms=60_000,
     )
     with GroundingEngine.from_snapshot(path, config) as engine:
         assert other.documents == len(kb)
