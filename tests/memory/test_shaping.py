@@ -6,8 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_helpers import ACME, Clock
 
+from groundwire import MemoryRecallConfig
 from groundwire.memory import MemoryStore
-from groundwire.memory.shaping import Candidate, _NearDuplicates
+from groundwire.memory.shaping import Candidate, _NearDuplicates, apply_facets
 
 
 def near_by_every_pair(terms: frozenset[str], kept: list[frozenset[str]], t: float) -> bool:
@@ -38,6 +39,51 @@ def test_prefix_filtered_near_duplicates_match_comparing_every_pair(
         if not expected:
             kept.append(terms)
             index.add(terms)
+
+
+def facet_factors_by_every_pair(
+    sets: list[frozenset[str]], facets: list[frozenset[str]], cfg: MemoryRecallConfig
+) -> list[float]:
+    """The reference facet stage: each candidate compared with every better one kept."""
+    kept: list[frozenset[str]] = []
+    covered: set[int] = set()
+    factors = []
+    for terms in sets[: cfg.facet_window]:
+        factor = 1.0
+        if near_by_every_pair(terms, kept, cfg.near_duplicate_jaccard):
+            factor *= cfg.near_duplicate_penalty
+        else:
+            kept.append(terms)
+        if len(facets) >= 2:
+            new = {i for i, facet in enumerate(facets) if facet & terms} - covered
+            if new and factor == 1.0:
+                factor *= 1.0 + cfg.facet_bonus
+                covered |= new
+        factors.append(factor)
+    return factors
+
+
+@given(
+    st.lists(st.frozensets(st.sampled_from("abcdefghij"), max_size=8), max_size=16),
+    st.lists(st.frozensets(st.sampled_from("abcdefghij"), min_size=1, max_size=3), max_size=3),
+    st.one_of(st.sampled_from([0.0, 0.5, 0.8, 1.0]), st.floats(0.0, 1.0)),
+    st.integers(1, 16),
+)
+@settings(max_examples=300, deadline=None)
+def test_facet_stage_matches_comparing_every_pair(
+    sets: list[frozenset[str]], facets: list[frozenset[str]], t: float, window: int
+) -> None:
+    """Candidates whose terms are too little shared to be near anything skip the
+    comparisons: the factors are still those of comparing every pair."""
+    cfg = MemoryRecallConfig(near_duplicate_jaccard=t, facet_window=window)
+    ranked = [
+        Candidate(f"m{i}", "", " ".join(sorted(terms)), "fact", 0.5, False, 0.0, 0.0, score=1.0)
+        for i, terms in enumerate(sets)
+    ]
+    apply_facets(ranked, facets, cfg)
+    expected = facet_factors_by_every_pair(sets, facets, cfg)
+    assert [c.stages.get("facets", 1.0) for c in ranked[:window]] == expected
+    assert all("facets" not in c.stages for c in ranked[window:])
 
 
 def test_candidate_terms_are_split_once_and_checked_without_the_set() -> None:

@@ -204,6 +204,16 @@ class _NearDuplicates:
         return False
 
 
+def _shared(sets: Sequence[frozenset[str]]) -> set[str]:
+    """The terms found in at least two of ``sets``."""
+    seen: set[str] = set()
+    shared: set[str] = set()
+    for terms in sets:
+        shared |= seen & terms
+        seen |= terms
+    return shared
+
+
 def apply_facets(
     ranked: list[Candidate], facets: Sequence[frozenset[str]], cfg: MemoryRecallConfig
 ) -> None:
@@ -215,15 +225,21 @@ def apply_facets(
     ``near_duplicate_penalty``.
     """
     window = ranked[: cfg.facet_window]
+    sets = [candidate.terms for candidate in window]
+    t = cfg.near_duplicate_jaccard
+    shared = _shared(sets)
     covered: set[int] = set()
-    kept = _NearDuplicates(cfg.near_duplicate_jaccard)
+    kept = _NearDuplicates(t)
     multi = len(facets) >= 2
-    for candidate in window:
+    for candidate, terms in zip(window, sets, strict=True):
         factor = 1.0
-        if kept.near_or_add(candidate.terms):
+        # A set with fewer than t * |set| terms found in any other set of the window is
+        # near no other (their Jaccard is below t), and no other is near it: it needs no
+        # comparison, and leaving it out of ``kept`` changes no later answer.
+        if len(terms & shared) >= t * len(terms) and kept.near_or_add(terms):
             factor *= cfg.near_duplicate_penalty
         if multi:
-            new = {i for i, facet in enumerate(facets) if facet & candidate.terms} - covered
+            new = {i for i, facet in enumerate(facets) if facet & terms} - covered
             if new and factor == 1.0:
                 factor *= 1.0 + cfg.facet_bonus
                 covered |= new
