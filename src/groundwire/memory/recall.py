@@ -52,9 +52,29 @@ _REST_COLUMNS = (
     "m.seq, m.tenant, m.agent, m.updated_at, ma.access_count, m.deleted, m.sources, m.metadata,"
     " m.acl, m.content_hash"
 )
-#: A candidate row: ``_RANK_COLUMNS`` and (from the content and hint queries) its score.
+#: What the hub stage reads of a candidate: the fewest mentions among its entities.
+_FEWEST_MENTIONS = (
+    "(SELECT MIN(e.mentions) FROM memory_entity_mentions mm"
+    " JOIN entities e ON e.id = mm.entity_id WHERE mm.memory_id = m.id)"
+)
+#: Whether a candidate has a superseded attribute (currentness then reads its notes).
+_SUPERSEDED = (
+    "EXISTS (SELECT 1 FROM entity_attributes ea WHERE ea.memory_id = m.id"
+    " AND ea.status = 'superseded')"
+)
+#: A candidate row: ``_RANK_COLUMNS``, the two graph facts (see :func:`_columns`) and
+#: (from the content and hint queries) its score.
 Row = tuple[Any, ...]
-_SCORE = 9
+_FEWEST, _HAS_SUPERSEDED, _SCORE = 9, 10, 11
+
+
+def _columns(cfg: MemoryRecallConfig) -> str:
+    """A candidate's columns: what ranking reads, and the graph facts the hub and
+    currentness stages need when they are on (read with the row: no statement of their
+    own over the candidates' ids)."""
+    hub = _FEWEST_MENTIONS if cfg.hub and cfg.graph else "NULL"
+    superseded = _SUPERSEDED if cfg.currentness else "0"
+    return f"{_RANK_COLUMNS}, {hub}, {superseded}"
 
 
 @dataclass(slots=True)
@@ -105,7 +125,12 @@ def _normalized(rows: Sequence[tuple[str, float]]) -> dict[str, float]:
 
 
 def _content(
-    conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int
+    conn: sqlite3.Connection,
+    terms: Sequence[str],
+    where: str,
+    params: list[object],
+    k: int,
+    columns: str,
 ) -> tuple[dict[str, float], dict[str, Row]]:
     """The top ``k`` content matches the scope may see, normalized, with their rows.
 
@@ -113,24 +138,27 @@ def _content(
     answer when it provably holds every visible match scoring at least the k-th visible
     one (all matches fetched, or the k-th scores above the last fetched). Otherwise —
     many matches the scope may not see, or ties at the edge — the scope check runs over
-    every match.
+    every match. Rows are read for the chosen ``k`` only (in no particular order).
     """
     match, fetch = _match(terms), 2 * k
     rows = conn.execute(
         "WITH top AS MATERIALIZED (SELECT rowid AS seq, -bm25(memories_fts) AS s"
-        " FROM memories_fts WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?)"
-        f" SELECT {_RANK_COLUMNS}, top.s, (SELECT COUNT(*) FROM top),"
-        f" (SELECT MIN(s) FROM top) FROM top JOIN memories m ON m.seq = top.seq{_ACCESS}"
-        f" WHERE {where} ORDER BY top.s DESC, m.id LIMIT ?",
+        " FROM memories_fts WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?),"
+        " picked AS MATERIALIZED (SELECT top.seq AS seq, top.s AS s FROM top"
+        f" JOIN memories m ON m.seq = top.seq WHERE {where} ORDER BY top.s DESC, m.id LIMIT ?)"
+        f" SELECT {columns}, picked.s, (SELECT COUNT(*) FROM top), (SELECT MIN(s) FROM top)"
+        f" FROM picked JOIN memories m ON m.seq = picked.seq{_ACCESS}",
         (match, fetch, *params, k),
     ).fetchall()
-    exact = rows and (rows[0][-2] < fetch or (len(rows) == k and rows[-1][_SCORE] > rows[0][-1]))
+    exact = rows and (
+        rows[0][-2] < fetch or (len(rows) == k and min(r[_SCORE] for r in rows) > rows[0][-1])
+    )
     if not exact:
         rows = conn.execute(
             "WITH hits AS MATERIALIZED (SELECT m.seq AS seq, -bm25(memories_fts) AS s"
             " FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND {where} ORDER BY s DESC, m.id LIMIT ?)"
-            f" SELECT {_RANK_COLUMNS}, hits.s FROM hits JOIN memories m"
+            f" SELECT {columns}, hits.s FROM hits JOIN memories m"
             f" ON m.seq = hits.seq{_ACCESS} ORDER BY hits.s DESC, m.id",
             (match, *params, k),
         ).fetchall()
@@ -138,14 +166,19 @@ def _content(
 
 
 def _hints(
-    conn: sqlite3.Connection, terms: Sequence[str], where: str, params: list[object], k: int
+    conn: sqlite3.Connection,
+    terms: Sequence[str],
+    where: str,
+    params: list[object],
+    k: int,
+    columns: str,
 ) -> tuple[dict[str, float], dict[str, Row]]:
     """The top ``k`` memories by their best hint match, normalized, with their rows."""
     rows = conn.execute(
         "WITH x AS MATERIALIZED (SELECT h.memory_id AS memory_id, -bm25(memory_hints_fts) AS s"
         " FROM memory_hints_fts JOIN memory_hints h ON h.id = memory_hints_fts.rowid"
         " WHERE memory_hints_fts MATCH ?)"
-        f" SELECT {_RANK_COLUMNS}, MAX(x.s) AS s FROM x JOIN memories m ON m.id = x.memory_id"
+        f" SELECT {columns}, MAX(x.s) AS s FROM x JOIN memories m ON m.id = x.memory_id"
         f"{_ACCESS} WHERE {where} GROUP BY x.memory_id ORDER BY s DESC, x.memory_id LIMIT ?",
         (_match(terms), *params, k),
     ).fetchall()
@@ -227,21 +260,6 @@ def _candidate(r: Row) -> Candidate:
     )
 
 
-def _graph_links(
-    conn: sqlite3.Connection, candidates: dict[str, Candidate], threshold: float
-) -> None:
-    """The fewest mentions among each candidate's entities, for those where it is above
-    the hub ``threshold``: all the hub stage needs (the others' rows never leave SQLite)."""
-    for memory_id, fewest in conn.execute(
-        "SELECT mm.memory_id, MIN(e.mentions) FROM memory_entity_mentions mm"
-        " JOIN entities e ON e.id = mm.entity_id"
-        " WHERE mm.memory_id IN (SELECT value FROM json_each(?)) GROUP BY mm.memory_id"
-        " HAVING MIN(e.mentions) > ?",
-        (json.dumps(list(candidates)), threshold),
-    ):
-        candidates[memory_id].entity_mentions.append(int(fewest))
-
-
 def _currentness(
     conn: sqlite3.Connection, scope: MemoryScope, candidates: dict[str, Candidate]
 ) -> None:
@@ -303,9 +321,11 @@ def run(
     condition, params = visible_sql(scope)
     time_sql, time_params = _time_sql(since, until)
     where, params = condition + time_sql, [*params, *time_params]
-    k = cfg.candidates
-    content, rows = _content(conn, terms, where, params, k) if terms else ({}, {})
-    hints, hint_rows = _hints(conn, terms, where, params, k) if terms and cfg.hints else ({}, {})
+    k, columns = cfg.candidates, _columns(cfg)
+    content, rows = _content(conn, terms, where, params, k, columns) if terms else ({}, {})
+    hints, hint_rows = (
+        _hints(conn, terms, where, params, k, columns) if terms and cfg.hints else ({}, {})
+    )
     rows = {**hint_rows, **rows}
     vectors: dict[str, float] = {}
     if cfg.vectors and store.embedder is not None:
@@ -339,7 +359,7 @@ def run(
         return Ranked(query, (), graph, freshness)
     missing = [mid for mid in ids if mid not in rows]  # text rows came with the match
     if missing:
-        rows.update(_load(conn, missing, _RANK_COLUMNS))
+        rows.update(_load(conn, missing, columns))
     candidates = {mid: _candidate(rows[mid]) for mid in ids if mid in rows}
     use_vectors = bool(vectors)
     for mid, c in candidates.items():
@@ -370,7 +390,10 @@ def run(
         shaping.apply_gravity(ranked, query_terms, cfg)
     if cfg.hub and cfg.graph:
         threshold = _hub_threshold(store, conn, scope, cfg)
-        _graph_links(conn, candidates, threshold)
+        for mid, c in candidates.items():
+            fewest = rows[mid][_FEWEST]  # the hub stage needs it only above the threshold
+            if fewest is not None and fewest > threshold:
+                c.entity_mentions.append(int(fewest))
         shaping.apply_hub(ranked, threshold, cfg)
     if cfg.resolution:
         shaping.apply_resolution(ranked, cfg)
@@ -378,7 +401,8 @@ def run(
     if freshness:
         shaping.apply_freshness(ranked, now, cfg)
     if cfg.currentness:
-        _currentness(conn, scope, candidates)
+        superseded = {mid: c for mid, c in candidates.items() if rows[mid][_HAS_SUPERSEDED]}
+        _currentness(conn, scope, superseded)
         shaping.apply_currentness(ranked, cfg)
     if cfg.importance:
         shaping.apply_importance(ranked, now, cfg)
