@@ -124,14 +124,19 @@ def _normalized(rows: Sequence[tuple[str, float]]) -> dict[str, float]:
     return out
 
 
-def _content(
-    conn: sqlite3.Connection,
-    terms: Sequence[str],
-    where: str,
-    params: list[object],
-    k: int,
-    columns: str,
-) -> tuple[dict[str, float], dict[str, Row]]:
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """What the two text channels ask: the match expression, the scope's condition (and
+    time bounds) with their parameters, how many memories, which columns."""
+
+    match: str
+    where: str
+    params: list[object]
+    k: int
+    columns: str
+
+
+def _content(conn: sqlite3.Connection, q: _Text) -> tuple[dict[str, float], dict[str, Row]]:
     """The top ``k`` content matches the scope may see, normalized, with their rows.
 
     First the best ``2k`` matches of the whole index, checked for the scope: that is the
@@ -140,13 +145,13 @@ def _content(
     many matches the scope may not see, or ties at the edge — the scope check runs over
     every match. Rows are read for the chosen ``k`` only (in no particular order).
     """
-    match, fetch = _match(terms), 2 * k
+    match, where, params, k, fetch = q.match, q.where, q.params, q.k, 2 * q.k
     rows = conn.execute(
         "WITH top AS MATERIALIZED (SELECT rowid AS seq, -bm25(memories_fts) AS s"
         " FROM memories_fts WHERE memories_fts MATCH ? ORDER BY s DESC LIMIT ?),"
         " picked AS MATERIALIZED (SELECT top.seq AS seq, top.s AS s FROM top"
         f" JOIN memories m ON m.seq = top.seq WHERE {where} ORDER BY top.s DESC, m.id LIMIT ?)"
-        f" SELECT {columns}, picked.s, (SELECT COUNT(*) FROM top), (SELECT MIN(s) FROM top)"
+        f" SELECT {q.columns}, picked.s, (SELECT COUNT(*) FROM top), (SELECT MIN(s) FROM top)"
         f" FROM picked JOIN memories m ON m.seq = picked.seq{_ACCESS}",
         (match, fetch, *params, k),
     ).fetchall()
@@ -158,29 +163,22 @@ def _content(
             "WITH hits AS MATERIALIZED (SELECT m.seq AS seq, -bm25(memories_fts) AS s"
             " FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid"
             f" WHERE memories_fts MATCH ? AND {where} ORDER BY s DESC, m.id LIMIT ?)"
-            f" SELECT {columns}, hits.s FROM hits JOIN memories m"
+            f" SELECT {q.columns}, hits.s FROM hits JOIN memories m"
             f" ON m.seq = hits.seq{_ACCESS} ORDER BY hits.s DESC, m.id",
             (match, *params, k),
         ).fetchall()
     return _normalized([(r[0], r[_SCORE]) for r in rows]), {r[0]: r for r in rows}
 
 
-def _hints(
-    conn: sqlite3.Connection,
-    terms: Sequence[str],
-    where: str,
-    params: list[object],
-    k: int,
-    columns: str,
-) -> tuple[dict[str, float], dict[str, Row]]:
+def _hints(conn: sqlite3.Connection, q: _Text) -> tuple[dict[str, float], dict[str, Row]]:
     """The top ``k`` memories by their best hint match, normalized, with their rows."""
     rows = conn.execute(
         "WITH x AS MATERIALIZED (SELECT h.memory_id AS memory_id, -bm25(memory_hints_fts) AS s"
         " FROM memory_hints_fts JOIN memory_hints h ON h.id = memory_hints_fts.rowid"
         " WHERE memory_hints_fts MATCH ?)"
-        f" SELECT {columns}, MAX(x.s) AS s FROM x JOIN memories m ON m.id = x.memory_id"
-        f"{_ACCESS} WHERE {where} GROUP BY x.memory_id ORDER BY s DESC, x.memory_id LIMIT ?",
-        (_match(terms), *params, k),
+        f" SELECT {q.columns}, MAX(x.s) AS s FROM x JOIN memories m ON m.id = x.memory_id"
+        f"{_ACCESS} WHERE {q.where} GROUP BY x.memory_id ORDER BY s DESC, x.memory_id LIMIT ?",
+        (q.match, *q.params, q.k),
     ).fetchall()
     return _normalized([(r[0], r[_SCORE]) for r in rows]), {r[0]: r for r in rows}
 
@@ -322,10 +320,9 @@ def run(
     time_sql, time_params = _time_sql(since, until)
     where, params = condition + time_sql, [*params, *time_params]
     k, columns = cfg.candidates, _columns(cfg)
-    content, rows = _content(conn, terms, where, params, k, columns) if terms else ({}, {})
-    hints, hint_rows = (
-        _hints(conn, terms, where, params, k, columns) if terms and cfg.hints else ({}, {})
-    )
+    asked = _Text(_match(terms), where, params, k, columns)
+    content, rows = _content(conn, asked) if terms else ({}, {})
+    hints, hint_rows = _hints(conn, asked) if terms and cfg.hints else ({}, {})
     rows = {**hint_rows, **rows}
     vectors: dict[str, float] = {}
     if cfg.vectors and store.embedder is not None:
