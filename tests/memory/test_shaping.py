@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import struct
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_helpers import ACME, Clock
 
 from groundwire import MemoryRecallConfig
 from groundwire.memory import MemoryStore
-from groundwire.memory.shaping import Candidate, _NearDuplicates, apply_facets
+from groundwire.memory.shaping import Candidate, _NearDuplicates, apply_facets, shown
 
 
 def near_by_every_pair(terms: frozenset[str], kept: list[frozenset[str]], t: float) -> bool:
@@ -84,6 +87,32 @@ def test_facet_stage_matches_comparing_every_pair(
     expected = facet_factors_by_every_pair(sets, facets, cfg)
     assert [c.stages.get("facets", 1.0) for c in ranked[:window]] == expected
     assert all("facets" not in c.stages for c in ranked[window:])
+
+
+def bits(value: float) -> bytes:
+    return struct.pack("<d", value)
+
+
+@given(st.floats(allow_nan=False))
+@settings(max_examples=2_000, deadline=None)
+def test_shown_is_round_to_six_decimals_bit_for_bit(value: float) -> None:
+    assert bits(shown(value)) == bits(round(value, 6))
+
+
+@given(st.integers(0, 10**9), st.integers(-4, 4))
+@settings(max_examples=2_000, deadline=None)
+def test_shown_near_a_half_is_round_to_six_decimals(units: int, steps: int) -> None:
+    """Values next to k + 0.5 millionths, where the scaled value's rounding could decide."""
+    value = (units + 0.5) / 1e6
+    for _ in range(abs(steps)):
+        value = math.nextafter(value, math.copysign(math.inf, steps))
+    assert bits(shown(value)) == bits(round(value, 6))
+
+
+def test_shown_keeps_signed_zeros_and_special_values() -> None:
+    for value in (0.0, -0.0, -4.8e-7, 4.8e-7, 5e-7, math.inf, -math.inf, 1e300, 0.15, 1.2):
+        assert bits(shown(value)) == bits(round(value, 6))
+    assert math.isnan(shown(math.nan))
 
 
 def test_candidate_terms_are_split_once_and_checked_without_the_set() -> None:

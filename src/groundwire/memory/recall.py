@@ -254,7 +254,7 @@ def _load(conn: sqlite3.Connection, ids: Sequence[str], columns: str) -> dict[st
 
 def _candidate(r: Row) -> Candidate:
     return Candidate(
-        r[0], r[1], r[7], r[2], float(r[3]), bool(r[4]), float(r[5]), float(r[6]), seq=r[8]
+        r[0], r[1], r[7], r[2], float(r[3]), bool(r[4]), float(r[5]), float(r[6]), r[8]
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from groundwire.config import MemoryRecallConfig
@@ -74,7 +74,7 @@ MONTH_TERMS: Final = frozenset(
 _FACET_SPLIT: Final = re.compile(r"\band\b|\bor\b|\bas well as\b|\bboth\b|[,;?]|\balso\b", re.I)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Candidate:
     """One memory on its way through recall (internal; becomes a RecalledMemory)."""
 
@@ -86,15 +86,48 @@ class Candidate:
     pinned: bool
     created_at: float
     accessed_at: float
-    score: float = 0.0
-    anchored: bool = False  # matched by content, hint or vector (not only by traversal)
-    channels: dict[str, float] = field(default_factory=dict)
-    stages: dict[str, float] = field(default_factory=dict)
-    entity_mentions: list[int] = field(default_factory=list)  # of its entities (recall: the fewest)
-    superseded_by: list[str] = field(default_factory=list)  # currentness notes
-    note: str | None = None
-    seq: int = 0  # its row's rowid
-    _term_set: frozenset[str] | None = None
+    score: float
+    anchored: bool  # matched by content, hint or vector (not only by traversal)
+    channels: dict[str, float]
+    stages: dict[str, float]
+    entity_mentions: list[int]  # of its entities (recall: the fewest)
+    superseded_by: list[str]  # currentness notes
+    note: str | None
+    seq: int  # its row's rowid
+    _term_set: frozenset[str] | None
+
+    def __init__(
+        self,
+        id: str,
+        content: str,
+        term_text: str,
+        type: str,
+        importance: float,
+        pinned: bool,
+        created_at: float,
+        accessed_at: float,
+        seq: int = 0,
+        score: float = 0.0,
+    ) -> None:
+        # Written out, positional (no dataclass defaults, factories or keyword arguments:
+        # each costs a call): recall builds ~50 per call.
+        self.id = id
+        self.content = content
+        self.term_text = term_text
+        self.type = type
+        self.importance = importance
+        self.pinned = pinned
+        self.created_at = created_at
+        self.accessed_at = accessed_at
+        self.score = score
+        self.anchored = False
+        self.channels = {}
+        self.stages = {}
+        self.entity_mentions = []
+        self.superseded_by = []
+        self.note = None
+        self.seq = seq
+        self._term_set = None
 
     @property
     def terms(self) -> frozenset[str]:
@@ -115,12 +148,25 @@ class Candidate:
 
 
 def shown(value: float) -> float:
-    """A channel score or stage factor as ``explain`` shows it: 6 decimals."""
+    """A channel score or stage factor as ``explain`` shows it: ``round(value, 6)``.
+
+    ``round`` converts to decimal digits and back (~3,400 instructions a call). Scaling
+    by 10**6 and rounding to an integer gives the same float unless the scaled value is
+    within 1e-6 of a half (where its own rounding error could decide the direction):
+    the scaled product is within 6e-8 of the exact one below 10**9, the integer and
+    10**6 are exact, and the division is correctly rounded. Near a half, and for
+    negative, tiny, huge or non-finite values, ``round`` itself decides.
+    """
+    scaled = value * 1e6
+    if 1e-3 < scaled < 1e9:  # positive: no signed zero to keep
+        fraction = scaled % 1.0  # exact, as is ``scaled - fraction``
+        if abs(fraction - 0.5) > 1e-6:
+            return (scaled - fraction + (fraction > 0.5)) / 1e6
     return round(value, 6)
 
 
 def _shows_positive(value: float | None) -> bool:
-    return value is not None and round(value, 6) > 0
+    return value is not None and shown(value) > 0
 
 
 def has_freshness_words(query: str) -> bool:
