@@ -57,9 +57,12 @@ _FEWEST_MENTIONS = (
     "(SELECT MIN(e.mentions) FROM memory_entity_mentions mm"
     " JOIN entities e ON e.id = mm.entity_id WHERE mm.memory_id = m.id)"
 )
-#: Whether a candidate has a superseded attribute (currentness then reads its notes).
+#: Whether a candidate has a superseded attribute (of an entity and aspect on file: the
+#: rows its currentness note is made of): the penalty needs no more; the note is read
+#: for the returned memories only.
 _SUPERSEDED = (
-    "EXISTS (SELECT 1 FROM entity_attributes ea WHERE ea.memory_id = m.id"
+    "EXISTS (SELECT 1 FROM entity_attributes ea JOIN entities e ON e.id = ea.entity_id"
+    " JOIN aspects a ON a.id = ea.aspect_id WHERE ea.memory_id = m.id"
     " AND ea.status = 'superseded')"
 )
 #: A candidate row: ``_RANK_COLUMNS``, the two graph facts (see :func:`_columns`) and
@@ -261,7 +264,7 @@ def _candidate(r: Row) -> Candidate:
 def _currentness(
     conn: sqlite3.Connection, scope: MemoryScope, candidates: dict[str, Candidate]
 ) -> None:
-    """Notes for candidates with superseded attributes, naming the current claim.
+    """The notes of returned memories with superseded attributes, naming the current claim.
 
     Supersession is scoped to a slot (entity aspect, group key, claim key) and leaves one
     active claim in it, so the current value is the slot's (newest) active attribute —
@@ -398,14 +401,17 @@ def run(
     if freshness:
         shaping.apply_freshness(ranked, now, cfg)
     if cfg.currentness:
-        superseded = {mid: c for mid, c in candidates.items() if rows[mid][_HAS_SUPERSEDED]}
-        _currentness(conn, scope, superseded)
+        for mid, c in candidates.items():
+            c.superseded = bool(rows[mid][_HAS_SUPERSEDED])
         shaping.apply_currentness(ranked, cfg)
     if cfg.importance:
         shaping.apply_importance(ranked, now, cfg)
     shaping.cap_traversal_only(ranked, cfg)
     ranked.sort(key=lambda c: (-c.score, c.id))
     top = ranked[: cfg.limit]
+    if cfg.currentness:
+        _currentness(conn, scope, {c.id: c for c in top if c.superseded})
+        shaping.note_currentness(top)
     return Ranked(query, _memories(conn, top), graph, freshness, tuple(c.seq for c in top))
 
 

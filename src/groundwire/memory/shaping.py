@@ -31,6 +31,7 @@ __all__ = [
     "cap_traversal_only",
     "facets_of",
     "has_freshness_words",
+    "note_currentness",
     "percentile",
     "shown",
 ]
@@ -91,7 +92,8 @@ class Candidate:
     channels: dict[str, float]
     stages: dict[str, float]
     entity_mentions: list[int]  # of its entities (recall: the fewest)
-    superseded_by: list[str]  # currentness notes
+    superseded: bool  # has a superseded attribute (the currentness stage)
+    superseded_by: list[str]  # what replaced it (its currentness note, when returned)
     note: str | None
     seq: int  # its row's rowid
     _term_set: frozenset[str] | None
@@ -124,6 +126,7 @@ class Candidate:
         self.channels = {}
         self.stages = {}
         self.entity_mentions = []
+        self.superseded = False
         self.superseded_by = []
         self.note = None
         self.seq = seq
@@ -350,10 +353,17 @@ def apply_freshness(candidates: Sequence[Candidate], now: float, cfg: MemoryReca
 
 
 def apply_currentness(candidates: Sequence[Candidate], cfg: MemoryRecallConfig) -> None:
-    """Down-weight memories with superseded attributes; the note names the replacement."""
+    """Down-weight memories with superseded attributes (:func:`note_currentness` then
+    names the replacements of the ones returned)."""
     for c in candidates:
-        if c.superseded_by:
+        if c.superseded:
             c.scale("currentness", cfg.superseded_penalty)
+
+
+def note_currentness(returned: Sequence[Candidate]) -> None:
+    """The note of each returned memory with superseded attributes: what replaced them."""
+    for c in returned:
+        if c.superseded_by:
             c.note = "[currentness] superseded: " + "; ".join(c.superseded_by)
 
 
