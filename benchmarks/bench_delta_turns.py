@@ -13,7 +13,9 @@ Measures, each in a fresh process (``--measure``), so that nothing is cached:
   shows), wall and CPU seconds (``time.process_time``: every thread of the process, the
   engine's background warm-up included), and whether the turn compacted the delta; the
   same for the compacted snapshot; then the delta's first turn with the default turn
-  timeout (its failure reason);
+  timeout (its failure reason); then a reload: an engine serving the compacted snapshot
+  (warm) reloads the delta one (wall and CPU seconds of ``reload``, which warms the new
+  snapshot before the swap) and its first turn with the default timeout;
 * ``turns``: ``--queries`` realistic turns (2-6 words, no top-100 word) on the delta
   snapshot and on the compacted one, interleaved ``--rounds`` times, p50/p90 wall and
   median CPU milliseconds per turn, and whether both return the same blocks.
@@ -116,6 +118,20 @@ def measure_first(folder: Path, seed: int) -> dict[str, Any]:
     out["default_first_cpu_s"] = time.process_time() - cpu
     out["default_first_reason"] = outcome.metadata.failure_reason
     default.close()
+    # A server's reload: the compacted snapshot serves (warm), the delta one replaces it.
+    # The reload warms the new snapshot before the swap, so its first turn pays nothing.
+    with GroundingEngine.from_snapshot(folder / "compacted") as engine:
+        engine.warm()
+        start, cpu = time.perf_counter(), time.process_time()
+        engine.reload(folder / "delta")
+        out["reload_s"] = time.perf_counter() - start
+        out["reload_cpu_s"] = time.process_time() - cpu
+        start, cpu = time.perf_counter(), time.process_time()
+        outcome = engine.ground(query)
+        out["after_reload_first_s"] = time.perf_counter() - start
+        out["after_reload_first_cpu_s"] = time.process_time() - cpu
+        out["after_reload_first_reason"] = outcome.metadata.failure_reason
+        out["after_reload_first_selected"] = len(outcome.metadata.selected_ids)
     return out
 
 

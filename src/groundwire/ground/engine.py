@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from functools import partial
@@ -61,7 +61,7 @@ from groundwire.retrieve import RetrievalRequest, Selection, retrieve
 from groundwire.retrieve.eligibility import warm_tenant_pools
 from groundwire.retrieve.gate import noise_level
 
-__all__ = ["GroundingEngine", "create_grounding_engine"]
+__all__ = ["GroundingEngine", "create_grounding_engine", "warm_snapshot"]
 
 logger = logging.getLogger("groundwire")
 _WORKERS = 4
@@ -180,6 +180,7 @@ class GroundingEngine:
         self._last_error: str | None = None
         self._build_lock = threading.Lock()
         self._built = threading.Event()
+        self._warming: Future[None] | None = None  # the first snapshot's warm-up
         self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="groundwire")
         if config.enabled and config.sources:
             self._build_future: Future[None] | None = self._executor.submit(
@@ -306,28 +307,54 @@ class GroundingEngine:
         self._issues = snapshot.issues
 
     def _serve(self, snapshot: KnowledgeBase, path: str | os.PathLike[str] | None) -> None:
-        """Swap in ``snapshot`` with its vectors (raises, installing nothing, if they fail)."""
+        """Swap in ``snapshot`` with its vectors (raises, installing nothing, if they fail).
+
+        A replacement (reload, rebuild) is warmed on the caller's thread before the swap:
+        turns keep the warm snapshot until the new one is ready. The first snapshot has
+        none to keep serving meanwhile: it is warmed in the background (:meth:`warm`).
+        """
         embedder = self._config.embedder
         vectors = None
         if embedder is not None and self._config.retrieval.hybrid.mode != "lexical":
             vectors = snapshot_vectors(snapshot, path, embedder, verify=self._verify == "full")
-        self._served = (snapshot, vectors)  # atomic reference swap
+        quantile = self._config.retrieval.relevance.noise_quantile
+        if self._served is not None:
+            warm_snapshot(snapshot, quantile)
+            self._served = (snapshot, vectors)  # atomic reference swap
+        else:
+            self._served = (snapshot, vectors)
+            with contextlib.suppress(RuntimeError):  # closed: turns build pools on first use
+                self._warming = self._executor.submit(warm_snapshot, snapshot, quantile)
         self._last_error = None
-        self._warm(snapshot)
 
     @property
     def _snapshot(self) -> KnowledgeBase | None:
         served = self._served
         return None if served is None else served[0]
 
-    def _warm(self, snapshot: KnowledgeBase) -> None:
-        """Read the entries' labels, measure the gate's noise level and build the tenants'
-        statistics pools in the background, ahead of the turns (a loaded snapshot's labels
-        decode every entry; a delta index's noise level is a pass over every posting:
-        docs/INDEX.md, "Turns on a delta index")."""
-        quantile = self._config.retrieval.relevance.noise_quantile
-        with contextlib.suppress(RuntimeError):  # closed: turns build pools on first use
-            self._executor.submit(_warm, snapshot, quantile)
+    def warm(self, timeout: float | None = None) -> bool:
+        """Wait (up to ``timeout`` seconds) until the served snapshot is warm: its entries'
+        labels read, the gate's noise level measured and the tenants' statistics pools
+        built (docs/INDEX.md, "Turns on a delta index"); True once that has run (a
+        failure there is logged and leaves the work to the turns), False on timeout or
+        when nothing is served.
+
+        Turns never need this: one that comes first does the missing work itself. A
+        host that wants no turn to pay it (a server before it takes traffic) calls it.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._built.wait(timeout):
+            return False
+        warming = self._warming
+        if warming is None:  # none started: a backend has nothing to warm; else nothing served
+            return self._backend is not None
+        try:
+            warming.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            return False
+        except CancelledError:  # closed before it ran: the turns will do the work
+            return False
+        return True
 
     def reload(
         self,
@@ -633,10 +660,16 @@ def _metadata(retrieval: RetrievalResult, reason: FailureReason | None) -> Groun
     )
 
 
-def _warm(snapshot: KnowledgeBase, quantile: float) -> None:
+def warm_snapshot(snapshot: KnowledgeBase, quantile: float, *, pools: bool = True) -> None:
+    """Do ahead of the turns what the first turns on ``snapshot`` would: read the entries'
+    labels (a loaded snapshot's decode every entry), measure the gate's noise level at
+    ``quantile`` (on a delta index, a pass over every posting) and, with ``pools``, build
+    the tenants' statistics pools the engine's turns read. Never raises: a failure only
+    leaves that work to the turns."""
     try:
         label_index(snapshot)  # every turn's eligibility reads it
         noise_level(snapshot, quantile)
-        warm_tenant_pools(snapshot)
+        if pools:
+            warm_tenant_pools(snapshot)
     except Exception:  # a warm-up failure only costs the first turns what it would make
-        logger.exception("warming the snapshot (noise level, tenant pools) failed; turns will")
+        logger.exception("warming the snapshot failed; its first turns will do the work themselves")

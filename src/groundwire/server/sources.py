@@ -28,7 +28,8 @@ from groundwire import (
 )
 from groundwire.cli.inputs import chunk_all, is_documents
 from groundwire.cli.vectors import vectors_for
-from groundwire.config import chunk_settings
+from groundwire.config import RelevanceGate, chunk_settings
+from groundwire.ground.engine import warm_snapshot
 from groundwire.server.registry import Opened, Source
 
 __all__ = ["open_path", "parse_source", "source_for"]
@@ -68,6 +69,8 @@ def open_path(path: Path, timeout_ms: int, embedder: Embedder | None = None) -> 
         raise SourceError(f"{path}: no such file or folder")
     if is_documents(path):
         opened = _open_documents(path)
+        # Warm before serving, as for entries below (the evidence path reads the same two).
+        warm_snapshot(opened.kb, RelevanceGate().noise_quantile, pools=False)
         return _with_vectors(opened, path, embedder)
     config = GroundingConfig(
         sources=() if KnowledgeBase.is_snapshot(path) else load_sources(path),
@@ -88,6 +91,9 @@ def open_path(path: Path, timeout_ms: int, embedder: Embedder | None = None) -> 
         if errors:
             raise ValidationFailedError(errors)
         raise SourceError(f"{path}: not served, {detail}")
+    # Warm before serving: at start the server is not listening yet, and on a reload the
+    # current generation keeps serving meanwhile, so no request pays the first-turn work.
+    engine.warm()
     opened = Opened(kb, "knowledge", engine, issues=tuple(status.validation_issues))
     try:
         return _with_vectors(opened, path, embedder)
