@@ -318,14 +318,14 @@ class GroundingEngine:
         if embedder is not None and self._config.retrieval.hybrid.mode != "lexical":
             vectors = snapshot_vectors(snapshot, path, embedder, verify=self._verify == "full")
         quantile = self._config.retrieval.relevance.noise_quantile
-        if self._served is not None:
+        first = self._served is None
+        if not first:
             warm_snapshot(snapshot, quantile)
-            self._served = (snapshot, vectors)  # atomic reference swap
-        else:
-            self._served = (snapshot, vectors)
+        self._served = (snapshot, vectors)  # atomic reference swap
+        self._last_error = None
+        if first:
             with contextlib.suppress(RuntimeError):  # closed: turns build pools on first use
                 self._warming = self._executor.submit(warm_snapshot, snapshot, quantile)
-        self._last_error = None
 
     @property
     def _snapshot(self) -> KnowledgeBase | None:
@@ -350,9 +350,7 @@ class GroundingEngine:
             return self._backend is not None
         try:
             warming.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        except FutureTimeout:
-            return False
-        except CancelledError:  # closed before it ran: the turns will do the work
+        except (FutureTimeout, CancelledError):  # cancelled: closed before it ran
             return False
         return True
 

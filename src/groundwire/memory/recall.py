@@ -256,9 +256,9 @@ def _load(conn: sqlite3.Connection, ids: Sequence[str], columns: str) -> dict[st
 
 
 def _candidate(r: Row) -> Candidate:
-    return Candidate(
-        r[0], r[1], r[7], r[2], float(r[3]), bool(r[4]), float(r[5]), float(r[6]), r[8]
-    )
+    c = Candidate(r[0], r[1], r[7], r[2], float(r[3]), bool(r[4]), float(r[5]), float(r[6]), r[8])
+    c.superseded = bool(r[_HAS_SUPERSEDED])  # always 0 with the currentness stage off
+    return c
 
 
 def _currentness(
@@ -401,8 +401,6 @@ def run(
     if freshness:
         shaping.apply_freshness(ranked, now, cfg)
     if cfg.currentness:
-        for mid, c in candidates.items():
-            c.superseded = bool(rows[mid][_HAS_SUPERSEDED])
         shaping.apply_currentness(ranked, cfg)
     if cfg.importance:
         shaping.apply_importance(ranked, now, cfg)
